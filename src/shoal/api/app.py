@@ -1,0 +1,155 @@
+"""The FastAPI application: Magnum-compatible /v1 plus shoal's extensions.
+
+`create_app(runtime)` keeps the runtime in `app.state.runtime`; its lifespan
+starts the conductor (if the runtime has one) and stops it at shutdown.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from shoal.api import errors, microversion
+from shoal.api.routes import clusters, clustertemplates, misc, nodegroups, nodegrouptemplates
+
+# deadlock_detected, serialization_failure, lock_not_available
+CONFLICT_SQLSTATES = frozenset({"40P01", "40001", "55P03"})
+UNVERSIONED = ("/openapi.json", "/docs", "/redoc", "/docs/oauth2-redirect")
+
+
+class NormalizePath:
+    """Trailing slashes are accepted; a path without /v1 is served as /v1 (Magnum)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            path: str = scope["path"]
+            if len(path) > 1:
+                path = path.rstrip("/") or "/"
+            if (
+                path != "/"
+                and path not in UNVERSIONED
+                and not (path == "/v1" or path.startswith("/v1/"))
+            ):
+                path = "/v1" + path
+            if path != scope["path"]:
+                scope = dict(scope, path=path, raw_path=path.encode())
+        await self.app(scope, receive, send)
+
+
+def _version_headers(response: Response, version: tuple[int, int]) -> None:
+    response.headers["OpenStack-API-Minimum-Version"] = "container-infra " + microversion.fmt(
+        microversion.MIN
+    )
+    response.headers["OpenStack-API-Maximum-Version"] = "container-infra " + microversion.fmt(
+        microversion.MAX
+    )
+    response.headers["OpenStack-API-Version"] = "container-infra " + microversion.fmt(version)
+    response.headers["Vary"] = microversion.HEADER
+
+
+async def _per_request(
+    request: Request, call_next: Callable[[Request], Awaitable[Response]]
+) -> Response:
+    """Request id, microversion negotiation and a last-resort 500 in Magnum's shape."""
+    req_id = f"req-{uuid.uuid4()}"
+    request.state.request_id = req_id
+    version = microversion.DEFAULT
+    try:
+        version = microversion.parse(request.headers.get(microversion.HEADER))
+        request.state.version = version
+        response = await call_next(request)
+    except microversion.UnsupportedVersion as exc:
+        lo, hi = microversion.fmt(microversion.MIN), microversion.fmt(microversion.MAX)
+        body = errors.body(406, "Requested microversion is unsupported", req_id)
+        body["errors"][0].update(
+            code="magnum.microversion-unsupported",
+            title="Requested microversion is unsupported",
+            detail=f"Version {exc} was requested but the minimum supported version is "
+            f"{lo} and the maximum is {hi}.",
+            min_version=lo,
+            max_version=hi,
+        )
+        response = JSONResponse(body, status_code=406)
+    except microversion.BadVersion as exc:
+        response = JSONResponse(errors.body(400, str(exc), req_id), status_code=400)
+    except Exception:
+        errors.log.exception("unhandled error in %s %s", request.method, request.url.path)
+        msg = f"Internal error; see the server log for {req_id}"
+        response = JSONResponse(errors.body(500, msg, req_id), status_code=500)
+    response.headers["X-OpenStack-Request-Id"] = req_id
+    _version_headers(response, version)
+    return response
+
+
+def create_app(runtime: Any) -> FastAPI:
+    """The ASGI app for one `shoal.runtime.Runtime` (database, driver, optional conductor).
+
+    Typed `Any` because the API layer must not import the runtime (which builds drivers).
+    """
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        runtime.start()
+        try:
+            yield
+        finally:
+            if runtime.conductor is not None:
+                runtime.conductor.stop()
+
+    app = FastAPI(
+        title="shoal",
+        description="Cluster lifecycle service speaking the OpenStack Magnum v1 API",
+        version="1.14",
+        lifespan=lifespan,
+        redirect_slashes=False,
+    )
+    app.state.runtime = runtime
+    errors.install(app)
+
+    @app.exception_handler(DBAPIError)
+    async def _concurrent(request: Request, exc: DBAPIError) -> Response:
+        """A request that lost a race inside PostgreSQL (deadlock, serialization
+        failure, lock timeout) is a conflict to retry, not a server error."""
+        code = getattr(exc.orig, "sqlstate", None)
+        if code in CONFLICT_SQLSTATES:
+            msg = "The resource was changed by a concurrent request; retry"
+            return errors.respond(request, 409, msg)
+        raise exc
+
+    app.middleware("http")(_per_request)
+
+    @app.get("/", tags=["meta"])
+    def root(request: Request) -> dict[str, Any]:
+        return {
+            "name": "OpenStack Magnum API (shoal)",
+            "description": "shoal: Kubernetes clusters of independently managed node groups, "
+            "Magnum v1 compatible.",
+            "versions": [misc.version_entry(request)],
+        }
+
+    for r in (
+        misc.router,
+        clustertemplates.router,
+        nodegrouptemplates.router,
+        nodegroups.router,
+        clusters.router,
+    ):
+        app.include_router(r, prefix="/v1")
+    try:
+        from shoal.api.routes import sim
+    except ImportError:  # the sim admin routes ship with the sim driver
+        sim = None  # type: ignore[assignment]
+    if sim is not None:
+        app.include_router(sim.router, prefix="/v1")
+    app.add_middleware(NormalizePath)
+    return app

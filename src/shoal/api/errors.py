@@ -1,0 +1,108 @@
+"""Every error leaves in Magnum's shape: {"errors": [{request_id, code, status, title, ...}]}.
+
+Domain errors are mapped to HTTP here and only here.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from shoal.domain import errors as e
+
+log = logging.getLogger("shoal.api")
+
+STATUS = (
+    (e.NotFound, 404),
+    (e.Forbidden, 403),
+    (e.Conflict, 409),
+    (e.Invalid, 400),
+)
+TITLES = {
+    404: "The resource could not be found",
+    405: "Method not allowed",
+    406: "Not acceptable",
+    415: "Unsupported media type: send application/json",
+}
+
+
+class HTTPError(Exception):
+    """An API-level refusal (content type, malformed JSON, microversion gates)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def request_id(request: Request) -> str:
+    return str(getattr(request.state, "request_id", ""))
+
+
+def body(status: int, message: str, req_id: str, **extra: Any) -> dict[str, Any]:
+    detail = message if message.endswith(".") else message + "."
+    return {
+        "errors": [
+            {
+                "request_id": req_id,
+                "code": "server" if status >= 500 else "client",
+                "status": status,
+                "title": message.rstrip("."),
+                "detail": detail,
+                "links": [],
+                **extra,
+            }
+        ]
+    }
+
+
+def respond(request: Request, status: int, message: str) -> JSONResponse:
+    return JSONResponse(body(status, message, request_id(request)), status_code=status)
+
+
+def status_of(exc: e.ShoalError) -> int:
+    for cls, status in STATUS:
+        if isinstance(exc, cls):
+            return status
+    return 400
+
+
+def _validation_message(exc: RequestValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(x) for x in err.get("loc", ()) if x not in ("body", "query", "path"))
+        parts.append(f"{loc or 'request'}: {err.get('msg', 'invalid')}")
+    return "Invalid input: " + "; ".join(parts)
+
+
+def install(app: FastAPI) -> None:
+    """Register the handlers that turn every failure into Magnum's error shape."""
+
+    @app.exception_handler(e.ShoalError)
+    async def _domain(request: Request, exc: e.ShoalError) -> JSONResponse:
+        return respond(request, status_of(exc), exc.message)
+
+    @app.exception_handler(HTTPError)
+    async def _http_error(request: Request, exc: HTTPError) -> JSONResponse:
+        return respond(request, exc.status, exc.message)
+
+    @app.exception_handler(HTTPException)
+    async def _starlette(request: Request, exc: HTTPException) -> JSONResponse:
+        msg = exc.detail if isinstance(exc.detail, str) and exc.status_code not in TITLES else None
+        return respond(request, exc.status_code, msg or TITLES.get(exc.status_code, "Error"))
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return respond(request, 400, _validation_message(exc))
+
+    @app.exception_handler(Exception)
+    async def _crash(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error in %s %s", request.method, request.url.path)
+        return respond(
+            request, 500, "Internal error; see the server log for " + request_id(request)
+        )

@@ -1,0 +1,137 @@
+"""/v1 index, stats, mservices (conductors) and quotas."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request, Response
+
+from shoal.api import deps, microversion, serializers
+from shoal.db.tables import QuotaRow
+from shoal.domain.errors import Invalid
+from shoal.services import misc
+
+router = APIRouter(tags=["meta"])
+COLLECTIONS = (
+    "clustertemplates",
+    "clusters",
+    "nodegroups",
+    "nodegrouptemplates",
+    "quotas",
+    "certificates",
+    "mservices",
+    "stats",
+)
+
+
+def version_entry(request: Request) -> dict[str, Any]:
+    return {
+        "id": "v1",
+        "links": [{"href": f"{deps.base_url(request)}/v1/", "rel": "self"}],
+        "status": "CURRENT",
+        "min_version": microversion.fmt(microversion.MIN),
+        "max_version": microversion.fmt(microversion.MAX),
+    }
+
+
+@router.get("")
+def v1_index(request: Request) -> dict[str, Any]:
+    base = deps.base_url(request)
+    out: dict[str, Any] = {
+        "id": "v1",
+        "media_types": [
+            {"base": "application/json", "type": "application/vnd.openstack.magnum.v1+json"}
+        ],
+        "links": [{"href": f"{base}/v1/", "rel": "self"}],
+    }
+    for name in COLLECTIONS:
+        out[name] = [
+            {"href": f"{base}/v1/{name}/", "rel": "self"},
+            {"href": f"{base}/{name}/", "rel": "bookmark"},
+        ]
+    return out
+
+
+@router.get("/stats")
+def stats(request: Request) -> dict[str, Any]:
+    return misc.stats(deps.db(request), deps.caller(request))
+
+
+@router.get("/mservices")
+def mservices(request: Request) -> dict[str, Any]:
+    items = []
+    # Conductors heartbeat every lease/3 s (shared setting); down after 3 missed beats.
+    lease = deps.runtime(request).settings.conductor_settings.lease_seconds
+    for info in misc.mservices(deps.db(request), max(0.2, lease / 3)):
+        r = info.row
+        items.append(
+            {
+                "id": r.id,
+                "host": r.host,
+                "binary": r.binary,
+                "state": info.state,
+                "report_count": r.report_count,
+                "disabled": r.disabled,
+                "disabled_reason": r.disabled_reason,
+                "created_at": serializers.ts(r.created_at),
+                "updated_at": serializers.ts(r.updated_at),
+            }
+        )
+    return {"mservices": items}
+
+
+def _quota(request: Request, q: QuotaRow) -> dict[str, Any]:
+    return {
+        "id": q.id,
+        "project_id": q.project_id,
+        "resource": q.resource,
+        "hard_limit": q.hard_limit,
+        "created_at": serializers.ts(q.created_at),
+        "updated_at": serializers.ts(q.updated_at),
+    }
+
+
+@router.get("/quotas")
+def list_quotas(request: Request) -> dict[str, Any]:
+    all_projects = request.query_params.get("all_tenants", "").lower() in ("1", "true")
+    rows = misc.quota_list(deps.db(request), deps.caller(request), all_projects)
+    return {"quotas": [_quota(request, q) for q in rows]}
+
+
+@router.post("/quotas", status_code=201, openapi_extra=deps.OBJECT_BODY)
+def create_quota(
+    request: Request, body: dict[str, Any] = Depends(deps.json_object)
+) -> dict[str, Any]:
+    unknown = set(body) - {"project_id", "resource", "hard_limit"}
+    if unknown:
+        raise Invalid(f"Unknown attribute for argument quota: {sorted(unknown)[0]}", "quota")
+    project = body.get("project_id")
+    if not isinstance(project, str) or not project:
+        raise Invalid("project_id is required", "project_id")
+    row = misc.quota_set(
+        deps.db(request), project, str(body.get("resource", "Cluster")), body.get("hard_limit")
+    )
+    return _quota(request, row)
+
+
+@router.get("/quotas/{project_id}/{resource}")
+def get_quota(request: Request, project_id: str, resource: str) -> dict[str, Any]:
+    default = deps.runtime(request).settings.quota_clusters
+    return _quota(request, misc.quota_get(deps.db(request), project_id, resource, default))
+
+
+@router.patch("/quotas/{project_id}/{resource}", status_code=202, openapi_extra=deps.OBJECT_BODY)
+def update_quota(
+    request: Request,
+    project_id: str,
+    resource: str,
+    body: dict[str, Any] = Depends(deps.json_object),
+) -> dict[str, Any]:
+    row = misc.quota_set(deps.db(request), project_id, resource, body.get("hard_limit"))
+    return _quota(request, row)
+
+
+@router.delete("/quotas/{project_id}/{resource}", status_code=204)
+def delete_quota(request: Request, project_id: str, resource: str) -> Response:
+    misc.quota_delete(deps.db(request), project_id, resource)
+    return Response(status_code=204)

@@ -1,0 +1,133 @@
+"""Admin endpoints of the sim cloud (`/v1/sim/...`): servers, config, quotas, faults, reset.
+
+For tests and demos: they act on the SimWorld of this process (the one the sim
+driver uses), which stores everything in the sim tables, so every process on the
+same world sees the changes. With another driver in use they answer 409.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, Request, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from shoal.domain.errors import Conflict, Invalid
+from shoal.drivers.contract import MachineState
+from shoal.drivers.sim.world import SimWorld
+
+router = APIRouter(prefix="/sim", tags=["sim"])
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class QuotaBody(_Body):
+    instances: int | None = Field(None, ge=0)
+    cores: int | None = Field(None, ge=0)
+    ram_mb: int | None = Field(None, ge=0)
+
+
+class ConfigPatch(_Body):
+    seed: int | None = None
+    time_scale: float | None = Field(None, ge=0.001, le=1_000_000)
+    boot_seconds: float | None = Field(None, ge=0)
+    delete_seconds: float | None = Field(None, ge=0)
+    api_latency_ms: float | None = Field(None, ge=0)
+    jitter: float | None = Field(None, ge=0, le=1)
+    rate_limit_per_s: float | None = Field(None, ge=0)
+    availability_zones: list[str] | None = None
+    az_capacity_cores: dict[str, int] | None = None
+    default_quota: QuotaBody | None = None
+
+
+class FaultBody(_Body):
+    kind: Literal[
+        "quota_exceeded", "no_valid_host", "server_error", "transient", "delete_fails_once"
+    ]
+    op: Literal["create", "delete", "list", "reboot", "rebuild", "any"] | None = None
+    az: str | None = None
+    cluster: str | None = None
+    nodegroup: str | None = None
+    flavor: str | None = None
+    count: int | None = Field(None, ge=0)
+    probability: float = Field(1.0, ge=0, le=1)
+    message: str | None = None
+    status: int | None = None
+    retry_after: float | None = Field(None, ge=0)
+
+
+def _world(request: Request) -> SimWorld:
+    runtime = getattr(request.app.state, "runtime", None)
+    world = getattr(runtime, "sim", None)
+    if world is None:
+        raise Conflict("the sim driver is not in use")
+    assert isinstance(world, SimWorld)
+    return world
+
+
+@router.get("/servers")
+def list_servers(
+    request: Request,
+    cluster: str | None = None,
+    nodegroup: str | None = None,
+    state: str | None = None,
+) -> dict[str, Any]:
+    """Every server of the sim cloud, optionally filtered by cluster, node group or state."""
+    if state is not None and state not in MachineState.__members__:
+        raise Invalid(f"state must be one of {', '.join(MachineState)}", field="state")
+    servers = _world(request).servers(cluster=cluster, nodegroup=nodegroup, state=state)
+    return {"servers": [s.as_dict() for s in servers]}
+
+
+@router.get("/config")
+def get_config(request: Request) -> dict[str, Any]:
+    return _world(request).config()
+
+
+@router.patch("/config")
+def patch_config(request: Request, body: ConfigPatch) -> dict[str, Any]:
+    """Change latencies, time scale, rate limit, jitter, zones or capacity; seen by all."""
+    return _world(request).patch_config(body.model_dump(exclude_unset=True, exclude_none=True))
+
+
+@router.get("/quotas/{project_id}")
+def get_quota(request: Request, project_id: str) -> dict[str, Any]:
+    return _world(request).quota(project_id)
+
+
+@router.put("/quotas/{project_id}")
+def put_quota(request: Request, project_id: str, body: QuotaBody) -> dict[str, Any]:
+    """Set a project's limits; resources left out keep their current limit."""
+    return _world(request).set_quota(project_id, body.model_dump(exclude_none=True))
+
+
+@router.get("/faults")
+def list_faults(request: Request) -> dict[str, Any]:
+    return {"faults": _world(request).faults()}
+
+
+@router.post("/faults", status_code=201)
+def add_fault(request: Request, body: FaultBody) -> dict[str, Any]:
+    """Add a fault rule; the answer carries its id."""
+    return _world(request).add_fault(body.model_dump(exclude_unset=True))
+
+
+@router.delete("/faults/{fault_id}", status_code=204)
+def delete_fault(request: Request, fault_id: int) -> Response:
+    _world(request).delete_fault(fault_id)
+    return Response(status_code=204)
+
+
+@router.delete("/faults", status_code=204)
+def clear_faults(request: Request) -> Response:
+    _world(request).clear_faults()
+    return Response(status_code=204)
+
+
+@router.post("/reset", status_code=204)
+def reset(request: Request) -> Response:
+    """Empty the world: no servers, quotas or faults; config back to the settings."""
+    _world(request).reset()
+    return Response(status_code=204)

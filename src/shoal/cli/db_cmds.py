@@ -1,0 +1,65 @@
+"""`shoal db ...`: schema upgrades and moving a deployment to PostgreSQL."""
+
+from __future__ import annotations
+
+import typer
+
+from shoal.domain.errors import ShoalError
+from shoal.settings import Settings, SettingsError
+
+db_app = typer.Typer(help="Database maintenance (run with shoal stopped).", no_args_is_help=True)
+
+
+def _settings() -> Settings:
+    try:
+        return Settings.from_env()
+    except SettingsError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+
+
+@db_app.command("upgrade")
+def upgrade() -> None:
+    """Apply pending schema migrations (every shoal process also does this on start).
+
+    Example: SHOAL_DATABASE_URL=postgresql://postgres@127.0.0.1/shoal shoal db upgrade
+    """
+    from shoal.db.engine import Database
+
+    settings = _settings()
+    db = Database(settings.db_url)
+    try:
+        db.upgrade()
+    finally:
+        db.close()
+    typer.echo(f"schema is current in {settings.db_url}")
+
+
+@db_app.command("migrate")
+def migrate(
+    to: str = typer.Option(..., "--to", help="target database URL (empty), e.g. postgresql://..."),
+    source: str = typer.Option(None, "--from", help="source URL (default: the configured one)"),
+) -> None:
+    """Copy the whole deployment into an empty database and verify every row.
+
+    Resources, nodes, events and the sim world are copied; the source is left as it was.
+
+    Example: shoal db migrate --to postgresql://postgres@127.0.0.1:5432/shoal
+    """
+    from shoal.services.transfer import copy_database
+
+    src = source or _settings().db_url
+    try:
+        report = copy_database(src, to, progress=lambda line: typer.echo(line, err=True))
+    except ShoalError as exc:
+        typer.echo(f"error: {exc.message}", err=True)
+        raise typer.Exit(1) from exc
+    except Exception as exc:  # driver-level connection failures: one clear line
+        typer.echo(f"error: cannot migrate: {exc.__class__.__name__}: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    typer.echo(f"copied and verified {report.total} rows in {len(report.rows)} tables.")
+    typer.echo(f"Now run shoal on it:  SHOAL_DATABASE_URL={to} shoal serve")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(db_app, name="db")

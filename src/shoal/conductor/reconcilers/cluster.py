@@ -1,0 +1,147 @@
+"""The cluster reconciler: cluster-wide facts under the cluster lease.
+
+Phases: api_address (as soon as the first master is up, long before the last
+worker boots), control-plane and readiness conditions, the Magnum status
+aggregated from the node groups, and the separate delete path (the cluster row
+goes once every node group is gone, after which the API answers 404).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from shoal.conductor.context import Context
+from shoal.db import work
+from shoal.domain import conditions as cond
+from shoal.domain import status as st
+from shoal.domain.model import Condition
+
+API_PORT = 6443
+
+
+@dataclass
+class Pass:
+    snap: work.ClusterSnapshot
+    now: datetime
+    w: work.ClusterWrite = field(default_factory=work.ClusterWrite)
+    conds: tuple[Condition, ...] = ()
+
+    def event(self, reason: str, message: str, *, warning: bool = False) -> None:
+        self.w.events.append(work.EventIn(reason, message, "Warning" if warning else "Normal"))
+
+
+def reconcile(ctx: Context, cluster_uuid: str) -> None:
+    """One pass over cluster `cluster_uuid` (the caller holds its lease)."""
+    snap = work.load_cluster(ctx.db, cluster_uuid)
+    if snap is None:
+        return
+    p = Pass(snap, ctx.now(), conds=snap.cluster.conditions)
+    if snap.cluster.deleting:
+        _delete_path(ctx, p)
+        return
+    api_address(p)
+    control_plane(p)
+    _finish(ctx, p)
+
+
+def api_address(p: Pass) -> None:
+    """Set api_address from the first master that has an address."""
+    c, first = p.snap.cluster, p.snap.first_master_address
+    if first and not c.api_address:
+        p.w.api_address = f"https://{first}:{API_PORT}"
+        p.event("APIAddressKnown", f"API address {p.w.api_address}")
+    known = bool(c.api_address or p.w.api_address)
+    if known:
+        addr = c.api_address or p.w.api_address or ""
+        p.conds = cond.set_true(p.conds, cond.API_ADDRESS_KNOWN, cond.AS_EXPECTED, addr, p.now)
+    else:
+        msg = "no master is up yet"
+        p.conds = cond.set_false(
+            p.conds, cond.API_ADDRESS_KNOWN, cond.WAITING_FOR_MASTERS, msg, p.now
+        )
+
+
+def control_plane(p: Pass) -> None:
+    """ControlPlaneReady: every desired master is up."""
+    s = p.snap
+    msg = f"{s.masters_ready} of {s.masters_total} master(s) ready"
+    if s.masters_total and s.masters_ready >= s.masters_total:
+        p.conds = cond.set_true(p.conds, cond.CONTROL_PLANE_READY, cond.AS_EXPECTED, msg, p.now)
+    else:
+        p.conds = cond.set_false(
+            p.conds, cond.CONTROL_PLANE_READY, cond.WAITING_FOR_MASTERS, msg, p.now
+        )
+
+
+def _finish(ctx: Context, p: Pass) -> None:
+    c = p.snap.cluster
+    outcomes = []
+    reasons = []
+    for g in p.snap.groups:
+        o = st.outcome_of(g.status) or st.Outcome.IN_PROGRESS
+        outcomes.append(o)
+        if o is not st.Outcome.COMPLETE and g.status_reason:
+            reasons.append((o is not st.Outcome.FAILED, f"node group {g.name}: {g.status_reason}"))
+    outcome = st.aggregate(outcomes)
+    reasons.sort(key=lambda r: r[0])  # failed groups first
+    reason = "; ".join(r for _, r in reasons[:3]) or None
+    if outcome is st.Outcome.COMPLETE:
+        p.conds = cond.set_true(
+            p.conds, cond.READY, cond.AS_EXPECTED, "all node groups ready", p.now
+        )
+    else:
+        why = cond.FAILED if outcome is st.Outcome.FAILED else cond.NODE_GROUPS_NOT_READY
+        p.conds = cond.set_false(
+            p.conds, cond.READY, why, reason or "node groups in progress", p.now
+        )
+    health(p, outcome)
+    new_status = st.derive(c.status, outcome)
+    if new_status != c.status:
+        msg = f"cluster {c.name}: {c.status} -> {new_status}" + (f" ({reason})" if reason else "")
+        p.event("".join(w.capitalize() for w in new_status.split("_")), msg,
+                warning=outcome is st.Outcome.FAILED)  # fmt: skip
+    nxt = (
+        ctx.requeue_at(p.now, ctx.settings.requeue_seconds)
+        if outcome is st.Outcome.IN_PROGRESS
+        else None
+    )
+    p.w.status = work.StatusWrite(
+        c.generation, new_status, reason, p.conds, outcome is not st.Outcome.IN_PROGRESS, nxt
+    )
+    work.apply_cluster(ctx.db, p.snap, p.w, p.now)
+
+
+def health(p: Pass, outcome: st.Outcome) -> None:
+    """Magnum's health_status from what shoal observes: HEALTHY when every group is
+    ready, UNHEALTHY when one failed, UNKNOWN while work is under way; the reason
+    maps each group (and the API) to what was seen."""
+    c = p.snap.cluster
+    reason = {g.name: g.status_reason or g.status for g in p.snap.groups}
+    reason["api"] = c.api_address or p.w.api_address or "no API address yet"
+    status = {
+        st.Outcome.COMPLETE: "HEALTHY",
+        st.Outcome.FAILED: "UNHEALTHY",
+    }.get(outcome, "UNKNOWN")
+    if (status, reason) != (c.health_status, c.health_status_reason):
+        p.w.health = (status, reason)
+
+
+def _delete_path(ctx: Context, p: Pass) -> None:
+    c = p.snap.cluster
+    if not p.snap.groups:
+        p.w.delete_cluster = True
+        work.apply_cluster(ctx.db, p.snap, p.w, p.now)
+        return
+    p.w.mark_groups_deleting = [g.uuid for g in p.snap.groups if not g.deleting]
+    msg = f"deleting {len(p.snap.groups)} node group(s)"
+    p.conds = cond.set_false(p.conds, cond.READY, cond.DELETION_IN_PROGRESS, msg, p.now)
+    p.w.status = work.StatusWrite(
+        c.generation,
+        st.derive(c.status, st.Outcome.IN_PROGRESS, deleting=True),
+        msg,
+        p.conds,
+        False,
+        ctx.requeue_at(p.now, ctx.settings.requeue_seconds),
+    )
+    work.apply_cluster(ctx.db, p.snap, p.w, p.now)

@@ -1,0 +1,208 @@
+"""The end of a node group pass: status, conditions, events and requeue, in one place.
+
+Outcome rules: a permanent error fails the group at once; a group with every
+desired node ready and nothing left to delete is COMPLETE; otherwise it stays
+IN_PROGRESS (with `BLOCKED: <reason>` when the cloud refuses) until the
+cluster's `create_timeout` passes, then it is FAILED with the last reason.
+A FAILED group waits for new desired state (a retry bumps its generation).
+"""
+
+from __future__ import annotations
+
+import statistics
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from shoal.conductor.context import Context
+from shoal.db import work
+from shoal.domain import conditions as cond
+from shoal.domain import status as st
+from shoal.domain.model import ROLE_MASTER, Condition, Node, NodeState
+from shoal.drivers.contract import BlockedError, PermanentError, TransientError
+
+if TYPE_CHECKING:
+    from shoal.conductor.reconcilers.nodegroup import Pass
+
+DEFAULT_CREATE_TIMEOUT_MIN = 60
+PROGRESS_REQUEUE_S = 0.2
+
+
+def create_timeout(attrs: dict[str, object]) -> timedelta:
+    """The cluster's create_timeout (minutes; Magnum's default 60)."""
+    raw = attrs.get("create_timeout")
+    try:
+        minutes = float(raw) if raw is not None else DEFAULT_CREATE_TIMEOUT_MIN  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        minutes = DEFAULT_CREATE_TIMEOUT_MIN
+    return timedelta(minutes=minutes if minutes > 0 else DEFAULT_CREATE_TIMEOUT_MIN)
+
+
+def _camel(status: str) -> str:
+    return "".join(w.capitalize() for w in status.split("_"))
+
+
+def finish(ctx: Context, p: Pass, permanent: str | None = None) -> None:
+    """Decide the outcome of the pass and write it with the pass's node changes."""
+    g, now = p.snap.group, p.now
+    nodes = list(p.nodes.values())
+    live = [n for n in nodes if n.state is not NodeState.DELETING]
+    ready = sum(1 for n in live if n.state is NodeState.ACTIVE)
+    going = len(nodes) - len(live)
+    desired = g.spec.node_count
+    blocked = next((e for e in p.errors if isinstance(e, BlockedError)), None)
+    perm = permanent or next((e.reason for e in p.errors if isinstance(e, PermanentError)), None)
+    transient = next((e for e in p.errors if isinstance(e, TransientError)), None)
+    conds = g.conditions
+    started = p.snap.operation_started_at or g.updated_at or now
+    progress = f"{ready} of {desired} node(s) ready"
+    if going:
+        progress += f", {going} being deleted"
+    if perm:
+        outcome, reason = st.Outcome.FAILED, f"{perm} (fix the node group and retry)"
+        conds = cond.set_false(conds, cond.READY, cond.FAILED, perm, now)
+    elif ready == desired == len(live) and not going and not p.errors:
+        outcome, reason = st.Outcome.COMPLETE, None
+        conds = cond.set_true(conds, cond.READY, cond.AS_EXPECTED, progress, now)
+        conds, reason = _up_to_date(p, live, conds)
+    else:
+        outcome = st.Outcome.IN_PROGRESS
+        if blocked is not None:
+            reason = f"BLOCKED: {blocked.reason}"
+            conds = cond.set_false(conds, cond.READY, cond.BLOCKED, blocked.reason, now)
+        elif transient is not None:
+            reason = f"retrying after a transient cloud error: {transient.reason}; {progress}"
+            conds = cond.set_false(conds, cond.READY, cond.RETRYING, transient.reason, now)
+        else:
+            why = cond.SCALING_DOWN if going or len(live) > desired else cond.PROVISIONING
+            reason = progress
+            conds = cond.set_false(conds, cond.READY, why, progress, now)
+        limit = create_timeout(p.snap.cluster_attrs)
+        if now - started > limit:
+            outcome = st.Outcome.FAILED
+            reason = f"timed out after {limit.total_seconds() / 60:g} minutes: {reason}"
+            conds = cond.set_false(conds, cond.READY, cond.TIMED_OUT, reason, now)
+    new_status = st.derive(g.status, outcome)
+    _events(p, new_status, reason, ready)
+    if outcome is st.Outcome.COMPLETE:
+        nxt: datetime | None = ctx.requeue_at(now, ctx.settings.sweep_seconds)  # resync
+    elif outcome is st.Outcome.FAILED:
+        nxt = None
+    elif blocked is not None or transient is not None:
+        since = cond.get(conds, cond.READY)
+        waited = (
+            (now - since.last_transition).total_seconds() if since and since.last_transition else 0
+        )
+        retry_after = transient.retry_after if transient is not None else None
+        delay = min(
+            ctx.backoff.after_waiting(waited, retry_after), ctx.settings.backoff_max_seconds
+        )
+        nxt = now + timedelta(seconds=delay)
+    elif p.deferred:
+        nxt = now  # creates left over by the pass's time budget
+    else:
+        nxt = ctx.requeue_at(now, recheck_in(ctx, p))
+    p.w.status = work.StatusWrite(
+        g.generation, new_status, reason, conds, outcome is not st.Outcome.IN_PROGRESS, nxt
+    )
+    # The cluster pass follows status changes, a block starting or ending (the
+    # cluster's reason quotes it) and masters (API address, ControlPlaneReady);
+    # plain worker progress waits for the cluster's regular requeue.
+    p.w.poke_cluster = (
+        p.w.poke_cluster
+        or new_status != g.status
+        or _is_blocked(reason) != _is_blocked(g.status_reason)
+        or (p.progress and g.spec.role == ROLE_MASTER)
+    )
+    work.apply_group(ctx.db, p.snap, p.w, now)
+
+
+def _up_to_date(
+    p: Pass, live: list[Node], conds: tuple[Condition, ...]
+) -> tuple[tuple[Condition, ...], str | None]:
+    """UpToDate: do the nodes run the spec's image and flavor? Replacing them one by
+    one (a rollout) is the lifecycle work to come; until then say so, and how to act."""
+    spec, now = p.snap.group.spec, p.now
+    old = [
+        n
+        for n in live
+        if (n.image_id and spec.image_id and n.image_id != spec.image_id)
+        or (n.flavor_id and spec.flavor_id and n.flavor_id != spec.flavor_id)
+    ]
+    if not old:
+        return cond.set_true(conds, cond.UP_TO_DATE, cond.AS_EXPECTED, "", now), None
+    msg = (
+        f"{len(old)} of {len(live)} node(s) run an older image or flavor than the spec "
+        f"({spec.image_id}, {spec.flavor_id}); automatic rollout is not available yet: "
+        "replace them with `resize --nodes-to-remove` and a scale-up"
+    )
+    return cond.set_false(conds, cond.UP_TO_DATE, cond.ROLLOUT_PENDING, msg, now), msg
+
+
+def _is_blocked(reason: str | None) -> bool:
+    return (reason or "").startswith("BLOCKED")
+
+
+def recheck_in(ctx: Context, p: Pass) -> float:
+    """Seconds until a group in progress is looked at again. Booting nodes are due
+    when the boot time learned in this group (median of its ready nodes) says the
+    first of them should be up, bounded by the progress period below and by
+    max(requeue period, that boot time) above; before anything is learned the
+    fixed periods apply, and machines being deleted are looked at every progress
+    period."""
+    base = ctx.settings.requeue_seconds
+    fast = min(base, PROGRESS_REQUEUE_S)
+    nodes = p.nodes.values()
+    waiting = [n for n in nodes if n.state in (NodeState.PENDING, NodeState.BUILDING)]
+    boots = [
+        (n.ready_at - n.created_at).total_seconds()
+        for n in nodes
+        if n.state is NodeState.ACTIVE and n.ready_at is not None and n.created_at is not None
+    ]
+    if any(n.state is NodeState.DELETING for n in nodes):
+        return fast  # machines being deleted: their end is not predicted
+    if not waiting or not boots:
+        return fast if p.progress else base
+    boot = statistics.median(boots)
+    first = min((n.created_at or p.now) for n in waiting)
+    due = (first - p.now).total_seconds() + boot
+    return min(max(due, fast), max(base, boot))
+
+
+def _events(p: Pass, new_status: str, reason: str | None, ready: int) -> None:
+    g = p.snap.group
+    if new_status != g.status:
+        msg = f"node group {g.name}: {g.status} -> {new_status}"
+        p.event(_camel(new_status), msg + (f" ({reason})" if reason else ""),
+                warning=new_status.endswith("FAILED"))  # fmt: skip
+    elif reason != g.status_reason and reason and reason.startswith("BLOCKED"):
+        p.event("Blocked", f"node group {g.name}: {reason}", warning=True)
+    before = sum(1 for n in p.snap.nodes if n.state is NodeState.ACTIVE)
+    if ready > before:
+        p.event("NodesReady", f"node group {g.name}: {ready} of {g.spec.node_count} ready")
+
+
+def write_transient(
+    ctx: Context, snap: work.GroupSnapshot, now: datetime, exc: TransientError
+) -> None:
+    """The listing itself failed: keep everything, say so, retry with backoff."""
+    g = snap.group
+    conds = cond.set_false(g.conditions, cond.READY, cond.RETRYING, exc.reason, now)
+    delay = min(ctx.backoff.after_attempts(2), ctx.settings.backoff_max_seconds)
+    if exc.retry_after:
+        delay = max(delay, exc.retry_after)
+    w = work.GroupWrite(
+        events=[
+            work.EventIn("Retrying", f"listing machines failed: {exc.reason}", "Warning", g.uuid)
+        ],
+        status=work.StatusWrite(
+            g.generation, g.status, g.status_reason, conds, False, now + timedelta(seconds=delay)
+        ),
+    )
+    work.apply_group(ctx.db, snap, w, now)
+
+
+def write_resting(ctx: Context, p: Pass) -> None:
+    """A FAILED group with no new desired state: nothing to do until a retry."""
+    g = p.snap.group
+    p.w.status = work.StatusWrite(g.generation, g.status, g.status_reason, g.conditions, True, None)
+    work.apply_group(ctx.db, p.snap, p.w, p.now)

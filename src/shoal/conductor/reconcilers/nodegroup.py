@@ -1,0 +1,349 @@
+"""The node group reconciler: one pass makes one node group a step closer to its spec.
+
+Skeleton (Cluster API style): observe the cloud in bulk (one listing), load a
+snapshot, run the phases (observe -> remove -> scale), commit the intent (new
+node rows with final names and ids, DELETING marks) BEFORE calling the
+provider, act (parallel driver calls), then write status, conditions and
+events in one place and requeue. Deletion has its own path.
+"""
+
+from __future__ import annotations
+
+import uuid as uuidlib
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from shoal.conductor.context import Context
+from shoal.conductor.reconcilers import actions, ngdelete, ngstatus
+from shoal.db import work
+from shoal.domain import deletion, naming, placement
+from shoal.domain import status as st
+from shoal.domain.model import Node, NodeState
+from shoal.drivers.contract import (
+    TAG_NODE,
+    TAG_NODEGROUP,
+    DriverError,
+    Machine,
+    MachineSpec,
+    MachineState,
+    TransientError,
+)
+
+LIVE = (NodeState.PENDING, NodeState.BUILDING, NodeState.ACTIVE)
+# While creates are paced by the provider's rate limit (the throttle learned a
+# pace), a pass stops starting create waves after this long; its remaining intent rows
+# are created by the next pass, due at once but behind groups waiting longer, so
+# that a provider's rate limit is shared by every group (no tail of late groups).
+CREATE_PASS_BUDGET_S = 0.5
+
+
+@dataclass
+class Pass:
+    """The working state of one pass over one node group."""
+
+    snap: work.GroupSnapshot
+    now: datetime
+    machines: dict[str, Machine]
+    nodes: dict[str, Node]  # by uuid; the view as this pass changes it
+    w: work.GroupWrite = field(default_factory=work.GroupWrite)
+    to_ensure: list[str] = field(default_factory=list)
+    to_delete: list[str] = field(default_factory=list)  # machine ids
+    errors: list[DriverError] = field(default_factory=list)
+    progress: bool = False
+    deferred: bool = False  # creates left for the next pass (due at once)
+    _updates: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    def set(self, node: Node, **changes: Any) -> Node:
+        """Change a node in the view and queue the same change for the database."""
+        new = replace(node, **changes)
+        self.nodes[node.uuid] = new
+        row = self._updates.setdefault(node.id, {"id": node.id})
+        for k, v in changes.items():
+            row[k] = v.value if isinstance(v, NodeState) else v
+        row["updated_at"] = self.now
+        return new
+
+    def drop(self, node: Node) -> None:
+        """Forget a node row (its machine is gone)."""
+        self.nodes.pop(node.uuid, None)
+        self._updates.pop(node.id, None)
+        self.w.delete_ids.append(node.id)
+
+    def flush_updates(self) -> None:
+        """Move queued node changes into the write."""
+        self.w.updates.extend(self._updates.values())
+        self._updates.clear()
+
+    def event(self, reason: str, message: str, *, warning: bool = False, node: str | None = None):  # type: ignore[no-untyped-def]
+        self.w.events.append(
+            work.EventIn(
+                reason, message, "Warning" if warning else "Normal", self.snap.group.uuid, node
+            )
+        )
+
+
+def reconcile(ctx: Context, ng_uuid: str) -> None:
+    """One pass over node group `ng_uuid` (the caller holds its lease)."""
+    now = ctx.now()
+    try:
+        listed = ctx.call(lambda: ctx.driver.list_machines({TAG_NODEGROUP: ng_uuid}))
+    except TransientError as exc:
+        snap = work.load_group(ctx.db, ng_uuid)
+        if snap is not None:
+            ngstatus.write_transient(ctx, snap, now, exc)
+        return
+    # The snapshot is read after the listing: every machine listed had its node
+    # row committed before it was created (intent before action).
+    snap = work.load_group(ctx.db, ng_uuid)
+    if snap is None:
+        return
+    p = Pass(
+        snap,
+        now,
+        {m.tags.get(TAG_NODE, m.machine_id): m for m in listed},
+        {n.uuid: n for n in snap.nodes},
+    )
+    g = snap.group
+    if g.deleting or snap.cluster_deleting:
+        ngdelete.run(ctx, p)
+        return
+    if st.is_failed(g.status) and g.observed_generation >= g.generation:
+        ngstatus.write_resting(ctx, p)  # FAILED waits for a retry (new generation)
+        return
+    problems = _validate(ctx, p)
+    if problems:
+        ngstatus.finish(ctx, p, permanent="; ".join(problems))
+        return
+    observe(p)
+    remove_marked(p)
+    scale(ctx, p)
+    p.flush_updates()
+    work.apply_group(ctx.db, snap, p.w, now)  # intent before action
+    p.w = work.GroupWrite()
+    act(ctx, p)
+    ngstatus.finish(ctx, p)
+
+
+def _spec_for(p: Pass, node: Node) -> MachineSpec:
+    g, a = p.snap.group, p.snap.cluster_attrs
+    flavor = (
+        g.spec.flavor_id
+        or (a.get("master_flavor_id") if g.spec.role == "master" else None)
+        or a.get("flavor_id")
+    )
+    return MachineSpec(
+        machine_id=node.uuid,
+        name=node.name,
+        project_id=g.project_id,
+        cluster_id=g.cluster_id,
+        nodegroup_id=g.uuid,
+        role=g.spec.role,
+        flavor_id=str(flavor or ""),
+        image_id=str(g.spec.image_id or a.get("image_id") or ""),
+        availability_zone=node.availability_zone,
+        docker_volume_size=g.spec.docker_volume_size or a.get("docker_volume_size"),
+        labels=dict(g.spec.node_labels),
+    )
+
+
+def _validate(ctx: Context, p: Pass) -> list[str]:
+    """Cheap checks of the group's spec (driver.validate: no remote I/O)."""
+    probe = Node(
+        0, "probe", "probe", p.snap.group.cluster_id, p.snap.group.uuid, "", NodeState.PENDING
+    )
+    spec = _spec_for(p, probe)
+    problems = [] if spec.flavor_id else ["the node group has no flavor_id"]
+    if not spec.image_id:
+        problems.append("the node group has no image_id")
+    problems += ctx.driver.validate(spec) if not problems else []
+    for az in p.snap.group.spec.availability_zones:
+        problems += ctx.driver.validate(replace(spec, availability_zone=az))
+    return sorted(set(problems))
+
+
+def observe(p: Pass) -> None:
+    """Fold the listing into the node rows: states, addresses, zones, failures."""
+    for node in list(p.nodes.values()):
+        m = p.machines.get(node.uuid)
+        if node.state is NodeState.DELETING:
+            if m is None:
+                p.drop(node)
+            elif m.state is not MachineState.DELETING:
+                p.to_delete.append(node.uuid)
+            continue
+        if m is None:
+            if node.state in (NodeState.PENDING, NodeState.BUILDING):
+                p.to_ensure.append(node.uuid)
+            else:  # ACTIVE or ERROR and the machine is gone: replace it
+                p.event(
+                    "MachineLost",
+                    f"machine of node {node.name} is gone; replacing it",
+                    warning=True,
+                    node=node.uuid,
+                )
+                p.drop(node)
+            continue
+        _fold(p, node, m)
+    owned = set(p.nodes)
+    for mid, m in p.machines.items():
+        if mid not in owned and m.state is not MachineState.DELETING:
+            p.to_delete.append(m.machine_id)  # tagged for this group, no row: an orphan
+
+
+def _fold(p: Pass, node: Node, m: Machine) -> None:
+    """One node row against its machine."""
+    changes: dict[str, Any] = {}
+    if m.availability_zone and m.availability_zone != node.availability_zone:
+        changes["availability_zone"] = m.availability_zone
+    if m.provider_id and m.provider_id != node.provider_id:
+        changes["provider_id"] = m.provider_id
+    if m.address and m.address != node.address:
+        changes["address"] = m.address
+    if m.state is MachineState.DELETING:
+        changes["state"] = NodeState.DELETING
+    elif m.state is MachineState.ERROR:
+        reason = m.fault or "the cloud reports the server in ERROR"
+        p.event(
+            "MachineError",
+            f"node {node.name} failed ({reason}); replacing it",
+            warning=True,
+            node=node.uuid,
+        )
+        changes.update(state=NodeState.DELETING, reason=reason)
+        p.to_delete.append(node.uuid)
+    elif m.state is MachineState.ACTIVE and node.state is not NodeState.ACTIVE:
+        changes.update(state=NodeState.ACTIVE, ready_at=p.now, reason=None)
+    elif m.state is MachineState.BUILDING and node.state is NodeState.PENDING:
+        changes["state"] = NodeState.BUILDING
+    if changes:
+        p.progress = True
+        p.set(node, **changes)
+
+
+def _retire(p: Pass, node: Node) -> None:
+    """Mark a node for deletion: its machine is deleted, then its row."""
+    if node.uuid in p.to_ensure:
+        p.to_ensure.remove(node.uuid)
+    m = p.machines.get(node.uuid)
+    if m is None:
+        p.drop(node)  # never created (or already gone): nothing to delete
+        return
+    p.set(node, state=NodeState.DELETING)
+    if m.state is not MachineState.DELETING:
+        p.to_delete.append(node.uuid)
+
+
+def remove_marked(p: Pass) -> None:
+    """Nodes named in a resize (`to_delete`) go, exactly those."""
+    for node in list(p.nodes.values()):
+        if node.to_delete and node.state is not NodeState.DELETING:
+            p.event("NodeRemoved", f"removing node {node.name} as requested", node=node.uuid)
+            _retire(p, node)
+
+
+def scale(ctx: Context, p: Pass) -> None:
+    """Make the number of live nodes equal the desired count."""
+    g = p.snap.group
+    live = [n for n in p.nodes.values() if n.state in LIVE and not n.to_delete]
+    desired = g.spec.node_count
+    if len(live) > desired:
+        victims = deletion.choose(live, len(live) - desired, g.spec.deletion_policy)
+        p.event(
+            "ScalingDown",
+            f"removing {len(victims)} node(s): "
+            + ", ".join(v.name for v in victims[:20])
+            + (" ..." if len(victims) > 20 else ""),
+        )
+        for v in victims:
+            _retire(p, v)
+    elif len(live) < desired:
+        _add(ctx, p, desired - len(live), live)
+
+
+def _add(ctx: Context, p: Pass, count: int, live: list[Node]) -> None:
+    """Write intent rows for `count` new nodes: final name, uuid and zone."""
+    g = p.snap.group
+    zones = placement.spread(g.spec.availability_zones, [n.availability_zone for n in live], count)
+    names = _new_names(ctx, p, len(zones))
+    probe = _spec_for(p, Node(0, "", "", g.cluster_id, g.uuid, g.project_id, NodeState.PENDING))
+    for az, name in zip(zones, names, strict=True):
+        uid = str(uuidlib.uuid4())
+        row = {
+            "uuid": uid, "name": name, "cluster_uuid": g.cluster_id, "nodegroup_uuid": g.uuid,
+            "project_id": g.project_id, "state": NodeState.PENDING.value,
+            "availability_zone": az, "to_delete": False, "created_at": p.now,
+            "image_id": probe.image_id, "flavor_id": probe.flavor_id,
+        }  # fmt: skip
+        p.w.inserts.append(row)
+        p.nodes[uid] = Node(0, uid, name, g.cluster_id, g.uuid, g.project_id,
+                            NodeState.PENDING, az, created_at=p.now)  # fmt: skip
+        p.to_ensure.append(uid)
+    p.progress = True
+    p.event("ScalingUp", f"adding {count} node(s) to node group {g.name}")
+
+
+def _new_names(ctx: Context, p: Pass, count: int) -> list[str]:
+    """`count` node names unique in the cluster: drawn against the group's own names,
+    then checked against the cluster's by one query on just these names."""
+    g = p.snap.group
+    taken = {n.name for n in p.nodes.values()}
+    out: list[str] = []
+    while len(out) < count:
+        fresh: list[str] = []
+        for _ in range(count - len(out)):
+            name = naming.node_name(p.snap.cluster_name, g.name, taken)
+            taken.add(name)
+            fresh.append(name)
+        clash = work.taken_names(ctx.db, g.cluster_id, fresh)
+        out += [n for n in fresh if n not in clash]
+    return out
+
+
+def act(ctx: Context, p: Pass) -> None:
+    """Call the provider: deletes, then creates; fold the answers into the view."""
+    if p.to_delete:
+        for mid, err in actions.delete_all(ctx, p.to_delete).items():
+            p.errors.append(err)
+            p.event(
+                "DeleteRetry",
+                f"delete of machine {mid} will be retried: {err.reason}",
+                warning=True,
+                node=mid,
+            )
+    if not p.to_ensure:
+        return
+    ids = {n.uuid: n for n in p.nodes.values() if n.id}
+    pending = [p.nodes[u] for u in p.to_ensure if u in p.nodes]
+    if any(n.id == 0 for n in pending):
+        ids.update(work.node_ids(ctx.db, [n.uuid for n in pending if n.id == 0]))
+    specs = [_spec_for(p, n) for n in pending]
+    zones = p.snap.group.spec.availability_zones
+    # Only while the provider paces creates: unpaced, the budget would only add passes.
+    paced = ctx.create_throttle.rate is not None
+    results = actions.ensure_all(ctx, specs, zones, CREATE_PASS_BUDGET_S if paced else None)
+    errors_before = len(p.errors)
+    for r in results:
+        node = ids.get(r.spec.machine_id)
+        if node is None:
+            continue
+        for frm, to, why in r.moves:
+            p.event(
+                "NoValidHost",
+                f"no valid host in {frm} for node {node.name} ({why}); placed it in {to}",
+                warning=True,
+                node=node.uuid,
+            )
+        if r.machine is not None:
+            _fold(p, node, r.machine)
+            node = p.nodes[node.uuid]
+            if r.machine.state is MachineState.BUILDING and node.state is NodeState.PENDING:
+                p.set(node, state=NodeState.BUILDING)
+            p.progress = True
+        elif r.error is not None:
+            p.errors.append(r.error)
+            if node.reason != r.error.reason:
+                p.set(node, reason=r.error.reason)
+    # Stopped by the time budget, not by an error: the rest go in the next pass.
+    p.deferred = len(results) < len(specs) and len(p.errors) == errors_before
+    p.flush_updates()

@@ -1,0 +1,198 @@
+"""Rows <-> domain values. The only place that knows how specs sit in JSON."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from shoal.db import tables as t
+from shoal.domain import model as m
+from shoal.domain import specs
+
+_COUNTS = ("node_count", "min_node_count", "max_node_count")
+
+
+def ngt_spec_to_json(spec: m.NodeGroupSpec) -> dict[str, Any]:
+    """A full spec, counts included: the wire form plus what only storage keeps."""
+    return {**specs.spec_as_attrs(spec), "vms": [dict(v) for v in spec.vms]}
+
+
+def ng_spec_to_json(spec: m.NodeGroupSpec) -> dict[str, Any]:
+    """The JSON part of a node group's spec (its counts are columns)."""
+    return {k: v for k, v in ngt_spec_to_json(spec).items() if k not in _COUNTS}
+
+
+def ng_spec_from_json(
+    data: dict[str, Any], counts: tuple[int, int, int | None] | None = None
+) -> m.NodeGroupSpec:
+    """Build a spec from JSON; `counts` (node, min, max) overrides the JSON's counts."""
+    node_count, min_count, max_count = counts or (
+        int(data.get("node_count", 1)),
+        int(data.get("min_node_count", 0)),
+        data.get("max_node_count"),
+    )
+    rollout = data.get("rollout") or {}
+    health = data.get("health_policy") or {}
+    return m.NodeGroupSpec(
+        role=data.get("role", m.ROLE_WORKER),
+        flavor_id=data.get("flavor_id"),
+        image_id=data.get("image_id"),
+        docker_volume_size=data.get("docker_volume_size"),
+        availability_zones=tuple(data.get("availability_zones") or ()),
+        labels=dict(data.get("labels") or {}),
+        node_labels=dict(data.get("node_labels") or {}),
+        node_taints=tuple(m.Taint(**x) for x in data.get("node_taints") or ()),
+        node_count=node_count,
+        min_node_count=min_count,
+        max_node_count=max_count,
+        deletion_policy=m.DeletionPolicy(data.get("deletion_policy", "newest")),
+        rollout=m.RolloutPolicy(**rollout),
+        health=m.HealthPolicy(**health),
+        merge_labels=bool(data.get("merge_labels", False)),
+        coe_version=data.get("coe_version"),
+        vms=tuple(data.get("vms") or ()),
+    )
+
+
+def conditions_to_json(conds: tuple[m.Condition, ...]) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": c.type,
+            "status": c.status,
+            "reason": c.reason,
+            "message": c.message,
+            "last_transition": c.last_transition.isoformat() if c.last_transition else None,
+        }
+        for c in conds
+    ]
+
+
+def conditions_from_json(data: list[dict[str, Any]] | None) -> tuple[m.Condition, ...]:
+    out = []
+    for c in data or ():
+        lt = c.get("last_transition")
+        out.append(
+            m.Condition(
+                type=c["type"],
+                status=c["status"],
+                reason=c.get("reason", ""),
+                message=c.get("message", ""),
+                last_transition=datetime.fromisoformat(lt) if lt else None,
+            )
+        )
+    return tuple(out)
+
+
+def ngt_from_row(row: t.NodeGroupTemplateRow) -> m.NodeGroupTemplate:
+    return m.NodeGroupTemplate(
+        id=row.id,
+        uuid=row.uuid,
+        project_id=row.project_id,
+        name=row.name,
+        spec=ng_spec_from_json(row.spec),
+        cluster_template_id=row.cluster_template_uuid,
+        source_id=row.source_id,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def ct_from_row(
+    row: t.ClusterTemplateRow, ngts: list[t.NodeGroupTemplateRow] | None = None
+) -> m.ClusterTemplate:
+    return m.ClusterTemplate(
+        id=row.id,
+        uuid=row.uuid,
+        project_id=row.project_id,
+        user_id=row.user_id,
+        name=row.name,
+        attrs=dict(row.attrs or {}),
+        node_group_templates=tuple(ngt_from_row(n) for n in ngts or ()),
+        source_id=row.source_id,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def cluster_from_row(row: t.ClusterRow) -> m.Cluster:
+    return m.Cluster(
+        id=row.id,
+        uuid=row.uuid,
+        project_id=row.project_id,
+        user_id=row.user_id,
+        name=row.name,
+        attrs=dict(row.attrs or {}),
+        cluster_template_id=row.cluster_template_id,
+        source_id=row.source_id,
+        generation=row.generation,
+        observed_generation=row.observed_generation,
+        status=row.status,
+        status_reason=row.status_reason,
+        health_status=row.health_status,
+        health_status_reason=dict(row.health_status_reason or {}),
+        api_address=row.api_address,
+        conditions=conditions_from_json(row.conditions),
+        deleting=row.deleting,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def nodegroup_from_row(row: t.NodeGroupRow) -> m.NodeGroup:
+    return m.NodeGroup(
+        id=row.id,
+        uuid=row.uuid,
+        cluster_id=row.cluster_uuid,
+        project_id=row.project_id,
+        name=row.name,
+        is_default=row.is_default,
+        spec=ng_spec_from_json(
+            {**row.spec, "role": row.role},
+            (row.node_count, row.min_node_count, row.max_node_count),
+        ),
+        generation=row.generation,
+        observed_generation=row.observed_generation,
+        status=row.status,
+        status_reason=row.status_reason,
+        conditions=conditions_from_json(row.conditions),
+        deleting=row.deleting,
+        source_id=row.source_id,
+        version=row.version,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def node_from_row(row: t.NodeRow) -> m.Node:
+    return m.Node(
+        id=row.id,
+        uuid=row.uuid,
+        name=row.name,
+        cluster_id=row.cluster_uuid,
+        nodegroup_id=row.nodegroup_uuid,
+        project_id=row.project_id,
+        state=m.NodeState(row.state),
+        availability_zone=row.availability_zone,
+        address=row.address,
+        provider_id=row.provider_id,
+        image_id=row.image_id,
+        flavor_id=row.flavor_id,
+        reason=row.reason,
+        to_delete=row.to_delete,
+        created_at=row.created_at,
+        ready_at=row.ready_at,
+        updated_at=row.updated_at,
+    )
+
+
+def event_from_row(row: t.EventRow) -> m.Event:
+    return m.Event(
+        id=row.id,
+        cluster_id=row.cluster_uuid,
+        time=row.time,
+        type=row.type,
+        reason=row.reason,
+        message=row.message,
+        nodegroup_id=row.nodegroup_uuid,
+        node_id=row.node_uuid,
+    )

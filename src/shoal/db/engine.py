@@ -1,0 +1,94 @@
+"""Connections to shoal's database: SQLite (WAL) embedded, or PostgreSQL.
+
+`Database.read()` gives a session for queries; `Database.write()` gives a
+session inside one transaction that commits on success and rolls back on any
+error, so a rejected request stores nothing. On SQLite, writers start with
+BEGIN IMMEDIATE: the write lock is taken up front, so two writers queue on the
+busy timeout instead of failing with "database is locked" halfway through.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+def normalize_url(url: str) -> str:
+    """Accept postgresql:// and postgres:// and use psycopg 3 for them."""
+    if url.startswith("postgres://"):
+        url = "postgresql://" + url[len("postgres://") :]
+    if url.startswith("postgresql://"):
+        url = "postgresql+psycopg://" + url[len("postgresql://") :]
+    return url
+
+
+def _sqlite_engine(url: str, begin: str) -> Engine:
+    engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        conn.exec_driver_sql(begin)
+
+    return engine
+
+
+class Database:
+    """Engines and session factories for one database URL."""
+
+    def __init__(self, url: str) -> None:
+        self.url = normalize_url(url)
+        parsed = make_url(self.url)
+        self.dialect = parsed.get_backend_name()
+        if self.dialect == "sqlite":
+            if parsed.database and parsed.database != ":memory:":
+                Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+            self.engine = _sqlite_engine(self.url, "BEGIN")
+            self.write_engine = _sqlite_engine(self.url, "BEGIN IMMEDIATE")
+        else:
+            self.engine = create_engine(self.url, pool_size=10, max_overflow=40, pool_pre_ping=True)
+            self.write_engine = self.engine
+        self._read = sessionmaker(self.engine, expire_on_commit=False)
+        self._write = sessionmaker(self.write_engine, expire_on_commit=False)
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.dialect == "sqlite"
+
+    @contextmanager
+    def read(self) -> Iterator[Session]:
+        with self._read() as session:
+            yield session
+
+    @contextmanager
+    def write(self) -> Iterator[Session]:
+        with self._write() as session, session.begin():
+            yield session
+
+    def upgrade(self) -> None:
+        """Apply every pending migration (called on start by every entry point)."""
+        from shoal.db import migrations
+
+        migrations.upgrade(self)
+
+    def close(self) -> None:
+        self.engine.dispose()
+        if self.write_engine is not self.engine:
+            self.write_engine.dispose()

@@ -1,0 +1,175 @@
+"""Node groups: insert from a plan, find, list, live node counts, desired-state writes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import case, func, select
+from sqlalchemy.orm import Session
+
+from shoal.db import convert
+from shoal.db.repo import lookup
+from shoal.db.repo.paging import Page, paginate
+from shoal.db.tables import ClusterRow, NodeGroupRow, NodeRow
+from shoal.db.types import utcnow
+from shoal.domain import model as m
+from shoal.domain.merge import GroupPlan
+
+SORT_KEYS = frozenset(
+    {"id", "uuid", "name", "role", "node_count", "status", "created_at", "updated_at"}
+)
+
+
+@dataclass(frozen=True)
+class Live:
+    """What the node rows of one group say right now."""
+
+    total: int = 0
+    ready: int = 0
+    failed: int = 0
+
+
+def insert(
+    session: Session, cluster: ClusterRow, plan: GroupPlan, *, now: datetime | None = None
+) -> m.NodeGroup:
+    """A node group of `cluster`, due for the conductor right away."""
+    from shoal.db.repo.templates import new_uuid
+
+    now = now or utcnow()
+    spec = plan.spec
+    row = NodeGroupRow(
+        uuid=new_uuid(),
+        cluster_uuid=cluster.uuid,
+        project_id=cluster.project_id,
+        name=plan.name,
+        role=spec.role,
+        is_default=plan.is_default,
+        node_count=spec.node_count,
+        min_node_count=spec.min_node_count,
+        max_node_count=spec.max_node_count,
+        spec=convert.ng_spec_to_json(spec),
+        source_id=plan.source_id,
+        version=spec.coe_version,
+        generation=1,
+        observed_generation=0,
+        status="CREATE_IN_PROGRESS",
+        created_at=now,
+        operation_started_at=now,
+        next_reconcile_at=now,
+    )
+    session.add(row)
+    session.flush()
+    return convert.nodegroup_from_row(row)
+
+
+def find_row(
+    session: Session, cluster_uuid: str, ident: str, for_update: bool = False
+) -> NodeGroupRow:
+    """A group of the cluster by uuid, name or integer id."""
+    row: NodeGroupRow = lookup.find(
+        session,
+        NodeGroupRow,
+        ident,
+        kind="NodeGroup",
+        plural="nodegroups",
+        where=(NodeGroupRow.cluster_uuid == cluster_uuid,),
+        by_int_id=True,
+        for_update=for_update,
+    )
+    return row
+
+
+def find_any_row(session: Session, project_id: str, ident: str) -> NodeGroupRow:
+    """A group of any cluster of the project, by uuid (NGT-from-nodegroup, clones)."""
+    row: NodeGroupRow = lookup.find(
+        session,
+        NodeGroupRow,
+        ident,
+        kind="NodeGroup",
+        plural="nodegroups",
+        where=(NodeGroupRow.project_id == project_id,),
+    )
+    return row
+
+
+def of_cluster(session: Session, cluster_uuid: str) -> list[m.NodeGroup]:
+    rows = session.scalars(
+        select(NodeGroupRow)
+        .where(NodeGroupRow.cluster_uuid == cluster_uuid)
+        .order_by(NodeGroupRow.id)
+    )
+    return [convert.nodegroup_from_row(r) for r in rows]
+
+
+def list_page(
+    session: Session, cluster_uuid: str, page: Page, role: str | None = None
+) -> list[m.NodeGroup]:
+    stmt = select(NodeGroupRow).where(NodeGroupRow.cluster_uuid == cluster_uuid)
+    if role:
+        stmt = stmt.where(NodeGroupRow.role == role)
+    rows = paginate(session, stmt, NodeGroupRow, page, SORT_KEYS)
+    return [convert.nodegroup_from_row(r) for r in rows]
+
+
+def live(session: Session, group_uuids: Sequence[str]) -> dict[str, Live]:
+    """Node totals per group, one grouped query."""
+    if not group_uuids:
+        return {}
+    rows = session.execute(
+        select(
+            NodeRow.nodegroup_uuid,
+            func.count(),
+            func.sum(case((NodeRow.state == m.NodeState.ACTIVE.value, 1), else_=0)),
+            func.sum(case((NodeRow.state == m.NodeState.ERROR.value, 1), else_=0)),
+        )
+        .where(NodeRow.nodegroup_uuid.in_(group_uuids))
+        .group_by(NodeRow.nodegroup_uuid)
+    )
+    out = {u: Live() for u in group_uuids}
+    for gu, total, ready, failed in rows:
+        out[gu] = Live(int(total), int(ready or 0), int(failed or 0))
+    return out
+
+
+def addresses(session: Session, group_uuid: str) -> list[str]:
+    rows = session.scalars(
+        select(NodeRow.address)
+        .where(NodeRow.nodegroup_uuid == group_uuid, NodeRow.address.is_not(None))
+        .order_by(NodeRow.id)
+    )
+    return [a for a in rows if a]
+
+
+def write_spec(
+    session: Session, row: NodeGroupRow, spec: m.NodeGroupSpec, status: str, now: datetime
+) -> m.NodeGroup:
+    """Store a new desired spec: bump generation, set status, wake the conductor."""
+    row.role = spec.role
+    row.node_count = spec.node_count
+    row.min_node_count = spec.min_node_count
+    row.max_node_count = spec.max_node_count
+    row.spec = convert.ng_spec_to_json(spec)
+    if spec.coe_version:
+        row.version = spec.coe_version
+    touch(session, row, status, now)
+    return convert.nodegroup_from_row(row)
+
+
+def touch(
+    session: Session, row: NodeGroupRow, status: str, now: datetime, **values: object
+) -> None:
+    row.generation = row.generation + 1
+    row.status = status
+    row.status_reason = None
+    row.operation_started_at = now
+    row.next_reconcile_at = now
+    row.updated_at = now
+    for k, x in values.items():
+        setattr(row, k, x)
+    session.flush()
+
+
+def spec_of(row: NodeGroupRow) -> m.NodeGroupSpec:
+    return convert.nodegroup_from_row(row).spec

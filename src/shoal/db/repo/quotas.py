@@ -1,0 +1,43 @@
+"""Per-project quota rows (resource "Cluster")."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from shoal.db.tables import QuotaRow
+from shoal.db.types import utcnow
+
+CLUSTER = "Cluster"
+
+
+def find(session: Session, project_id: str, resource: str) -> QuotaRow | None:
+    return session.scalars(
+        select(QuotaRow).where(QuotaRow.project_id == project_id, QuotaRow.resource == resource)
+    ).first()
+
+
+def all_rows(session: Session, project_id: str | None = None) -> list[QuotaRow]:
+    stmt = select(QuotaRow).order_by(QuotaRow.id)
+    if project_id is not None:
+        stmt = stmt.where(QuotaRow.project_id == project_id)
+    return list(session.scalars(stmt))
+
+
+def upsert(session: Session, project_id: str, resource: str, hard_limit: int) -> QuotaRow:
+    row = find(session, project_id, resource)
+    if row is None:
+        row = QuotaRow(
+            project_id=project_id, resource=resource, hard_limit=hard_limit, created_at=utcnow()
+        )
+        session.add(row)
+    else:
+        row.hard_limit = hard_limit
+        row.updated_at = utcnow()
+    session.flush()
+    return row
+
+
+def remove(session: Session, row: QuotaRow) -> None:
+    session.delete(row)
+    session.flush()

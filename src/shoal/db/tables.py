@@ -1,0 +1,197 @@
+"""shoal's own tables (SQLAlchemy 2 declarative). Alembic migrations in
+db/alembic/versions must match these; tests/integration/test_migrations.py
+fails when they drift.
+
+Resources refer to each other by uuid (the identity users see). Long-tail
+Magnum attributes live in JSON columns; anything the API filters, sorts or
+sums on, and everything the conductor claims work by, is a real column.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    Boolean,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from shoal.db.types import JSONType, UTCDateTime, utcnow
+
+NAMING = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+UUID = String(36)
+NAME = String(255)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+
+
+class Timestamps:
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), default=None)
+
+
+class ClusterTemplateRow(Timestamps, Base):
+    __tablename__ = "cluster_templates"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    uuid: Mapped[str] = mapped_column(UUID, unique=True)
+    project_id: Mapped[str] = mapped_column(NAME, index=True)
+    user_id: Mapped[str] = mapped_column(NAME)
+    name: Mapped[str] = mapped_column(NAME, index=True)
+    public: Mapped[bool] = mapped_column(Boolean, default=False)
+    attrs: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    source_id: Mapped[str | None] = mapped_column(UUID)
+
+
+class NodeGroupTemplateRow(Timestamps, Base):
+    __tablename__ = "nodegroup_templates"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    uuid: Mapped[str] = mapped_column(UUID, unique=True)
+    project_id: Mapped[str] = mapped_column(NAME, index=True)
+    name: Mapped[str] = mapped_column(NAME, index=True)
+    # Set when the NGT is embedded in a cluster template; deleted with it.
+    cluster_template_uuid: Mapped[str | None] = mapped_column(
+        UUID, ForeignKey("cluster_templates.uuid", ondelete="CASCADE"), index=True
+    )
+    position: Mapped[int] = mapped_column(Integer, default=0)
+    spec: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    source_id: Mapped[str | None] = mapped_column(UUID)
+
+
+class ClusterRow(Timestamps, Base):
+    __tablename__ = "clusters"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    uuid: Mapped[str] = mapped_column(UUID, unique=True)
+    project_id: Mapped[str] = mapped_column(NAME, index=True)
+    user_id: Mapped[str] = mapped_column(NAME)
+    name: Mapped[str] = mapped_column(NAME, index=True)
+    cluster_template_id: Mapped[str | None] = mapped_column(UUID)  # display only
+    source_id: Mapped[str | None] = mapped_column(UUID)  # display only
+    attrs: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    generation: Mapped[int] = mapped_column(Integer, default=1)
+    observed_generation: Mapped[int] = mapped_column(Integer, default=0)
+    status: Mapped[str] = mapped_column(String(32), default="CREATE_IN_PROGRESS")
+    status_reason: Mapped[str | None] = mapped_column(Text)
+    health_status: Mapped[str | None] = mapped_column(String(16))
+    health_status_reason: Mapped[dict[str, str]] = mapped_column(JSONType, default=dict)
+    api_address: Mapped[str | None] = mapped_column(String(255))
+    conditions: Mapped[list[dict[str, Any]]] = mapped_column(JSONType, default=list)
+    deleting: Mapped[bool] = mapped_column(Boolean, default=False)
+    # When the current operation started (create_timeout is measured from here).
+    operation_started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    next_reconcile_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), index=True)
+
+
+class NodeGroupRow(Timestamps, Base):
+    __tablename__ = "nodegroups"
+    __table_args__ = (UniqueConstraint("cluster_uuid", "name"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    uuid: Mapped[str] = mapped_column(UUID, unique=True)
+    cluster_uuid: Mapped[str] = mapped_column(
+        UUID, ForeignKey("clusters.uuid", ondelete="CASCADE"), index=True
+    )
+    project_id: Mapped[str] = mapped_column(NAME, index=True)
+    name: Mapped[str] = mapped_column(NAME)
+    role: Mapped[str] = mapped_column(String(64))
+    is_default: Mapped[bool] = mapped_column(Boolean, default=False)
+    # Counts are columns (summed for cluster node_count/master_count in SQL);
+    # the rest of the NodeGroupSpec is JSON.
+    node_count: Mapped[int] = mapped_column(Integer, default=1)
+    min_node_count: Mapped[int] = mapped_column(Integer, default=0)
+    max_node_count: Mapped[int | None] = mapped_column(Integer)
+    spec: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    source_id: Mapped[str | None] = mapped_column(UUID)
+    version: Mapped[str | None] = mapped_column(String(64))
+    generation: Mapped[int] = mapped_column(Integer, default=1)
+    observed_generation: Mapped[int] = mapped_column(Integer, default=0)
+    status: Mapped[str] = mapped_column(String(32), default="CREATE_IN_PROGRESS")
+    status_reason: Mapped[str | None] = mapped_column(Text)
+    conditions: Mapped[list[dict[str, Any]]] = mapped_column(JSONType, default=list)
+    deleting: Mapped[bool] = mapped_column(Boolean, default=False)
+    operation_started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    next_reconcile_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), index=True)
+
+
+class NodeRow(Base):
+    __tablename__ = "nodes"
+    __table_args__ = (Index("ix_nodes_cluster_uuid_address", "cluster_uuid", "address"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    uuid: Mapped[str] = mapped_column(UUID, unique=True)
+    name: Mapped[str] = mapped_column(NAME, index=True)
+    cluster_uuid: Mapped[str] = mapped_column(UUID, index=True)
+    nodegroup_uuid: Mapped[str] = mapped_column(
+        UUID, ForeignKey("nodegroups.uuid", ondelete="CASCADE"), index=True
+    )
+    project_id: Mapped[str] = mapped_column(NAME)
+    state: Mapped[str] = mapped_column(String(16), default="PENDING")
+    availability_zone: Mapped[str | None] = mapped_column(NAME)
+    address: Mapped[str | None] = mapped_column(String(64))
+    provider_id: Mapped[str | None] = mapped_column(NAME)
+    image_id: Mapped[str | None] = mapped_column(NAME)
+    flavor_id: Mapped[str | None] = mapped_column(NAME)
+    reason: Mapped[str | None] = mapped_column(Text)
+    to_delete: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    ready_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    updated_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+class EventRow(Base):
+    __tablename__ = "events"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    cluster_uuid: Mapped[str] = mapped_column(
+        UUID, ForeignKey("clusters.uuid", ondelete="CASCADE"), index=True
+    )
+    nodegroup_uuid: Mapped[str | None] = mapped_column(UUID)
+    node_uuid: Mapped[str | None] = mapped_column(UUID)
+    time: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    type: Mapped[str] = mapped_column(String(16), default="Normal")
+    reason: Mapped[str] = mapped_column(String(64))
+    message: Mapped[str] = mapped_column(Text, default="")
+
+
+class LeaseRow(Base):
+    """A conductor's claim on one resource ("nodegroup:<uuid>", "cluster:<uuid>")."""
+
+    __tablename__ = "leases"
+    resource: Mapped[str] = mapped_column(String(80), primary_key=True)
+    holder: Mapped[str] = mapped_column(NAME)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
+
+
+class ConductorRow(Timestamps, Base):
+    """One running conductor process, as Magnum's mservices shows it."""
+
+    __tablename__ = "conductors"
+    __table_args__ = (UniqueConstraint("host", "binary"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    host: Mapped[str] = mapped_column(NAME)
+    binary: Mapped[str] = mapped_column(NAME, default="shoal-conductor")
+    report_count: Mapped[int] = mapped_column(Integer, default=0)
+    disabled: Mapped[bool] = mapped_column(Boolean, default=False)
+    disabled_reason: Mapped[str | None] = mapped_column(Text)
+    last_seen_up: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+class QuotaRow(Timestamps, Base):
+    __tablename__ = "quotas"
+    __table_args__ = (UniqueConstraint("project_id", "resource"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    project_id: Mapped[str] = mapped_column(NAME)
+    resource: Mapped[str] = mapped_column(String(64))
+    hard_limit: Mapped[int] = mapped_column(Integer)

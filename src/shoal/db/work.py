@@ -1,0 +1,450 @@
+"""The conductor's database work: claim due resources, load snapshots, and write
+the outcome of a pass (node rows, status, conditions, events) in one place.
+
+Hot paths are bulk: one INSERT of many node rows, one executemany UPDATE by
+primary key, one DELETE ... IN; never a transaction per node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, case, delete, func, insert, literal, or_, select, update
+from sqlalchemy.orm import Session
+
+from shoal.db import convert, leases, notify
+from shoal.db.engine import Database
+from shoal.db.tables import ClusterRow, ConductorRow, EventRow, LeaseRow, NodeGroupRow, NodeRow
+from shoal.db.types import UTCDateTime, utcnow
+from shoal.domain import model as m
+
+CHUNK = 500
+
+
+@dataclass(frozen=True)
+class EventIn:
+    """An event to append with the pass's writes."""
+
+    reason: str
+    message: str
+    type: str = "Normal"
+    nodegroup_uuid: str | None = None
+    node_uuid: str | None = None
+
+
+@dataclass(frozen=True)
+class GroupSnapshot:
+    """Everything one node group pass needs, read in one consistent transaction."""
+
+    group: m.NodeGroup
+    cluster_name: str
+    cluster_attrs: dict[str, Any]
+    cluster_deleting: bool
+    operation_started_at: datetime | None
+    nodes: list[m.Node]
+
+
+@dataclass(frozen=True)
+class GroupSummary:
+    uuid: str
+    name: str
+    role: str
+    status: str
+    status_reason: str | None
+    node_count: int
+    deleting: bool
+
+
+@dataclass(frozen=True)
+class ClusterSnapshot:
+    """Everything one cluster pass needs."""
+
+    cluster: m.Cluster
+    operation_started_at: datetime | None
+    groups: list[GroupSummary]
+    masters_total: int
+    masters_ready: int
+    first_master_address: str | None
+
+
+@dataclass
+class StatusWrite:
+    """The status part of a pass, applied only if the generation did not move."""
+
+    generation: int
+    status: str
+    status_reason: str | None
+    conditions: tuple[m.Condition, ...]
+    observed: bool  # set observed_generation = generation
+    next_reconcile_at: datetime | None
+
+
+@dataclass
+class GroupWrite:
+    """Everything a node group pass writes, in one transaction."""
+
+    inserts: list[dict[str, Any]] = field(default_factory=list)
+    updates: list[dict[str, Any]] = field(default_factory=list)  # each has "id"
+    delete_ids: list[int] = field(default_factory=list)
+    events: list[EventIn] = field(default_factory=list)
+    status: StatusWrite | None = None
+    delete_group: bool = False
+    poke_cluster: bool = False
+
+    def empty(self) -> bool:
+        return not (self.inserts or self.updates or self.delete_ids or self.events) and (
+            self.status is None and not self.delete_group and not self.poke_cluster
+        )
+
+
+@contextmanager
+def _snapshot(db: Database) -> Iterator[Session]:
+    """A read session whose queries all see one snapshot (REPEATABLE READ on PostgreSQL;
+    SQLite's deferred transaction already is one)."""
+    with db.read() as s:
+        if not db.is_sqlite:
+            s.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+        yield s
+
+
+def _unobserved(row: Any) -> Any:
+    """A new generation with no requeue time: due now (a safety net; every desired-state
+    write also sets next_reconcile_at = now). A pass in progress has a requeue time,
+    so an unobserved generation does not make it due again at once (no spinning)."""
+    return and_(row.observed_generation < row.generation, row.next_reconcile_at.is_(None))
+
+
+def _due(row: Any, now: datetime) -> Any:
+    return or_(_unobserved(row), row.next_reconcile_at <= now)
+
+
+def claim_due(
+    db: Database, kind: str, holder: str, now: datetime, ttl: float, limit: int
+) -> list[str]:
+    """Lease up to `limit` due resources of `kind` ("nodegroup" or "cluster").
+
+    On PostgreSQL the candidates are locked FOR UPDATE SKIP LOCKED, so
+    conductors claiming at the same moment take different resources.
+    """
+    row = NodeGroupRow if kind == leases.NODEGROUP else ClusterRow
+    lease_key = literal(kind + ":").concat(row.uuid)
+    q = (
+        select(row.uuid)
+        .outerjoin(LeaseRow, LeaseRow.resource == lease_key)
+        .where(_due(row, now), or_(LeaseRow.resource.is_(None), LeaseRow.expires_at <= now))
+        .order_by(func.coalesce(row.next_reconcile_at, now), row.id)
+        .limit(limit)
+    )
+    with db.read() as s:  # most looks find nothing: no write transaction for them
+        if s.scalar(q.limit(1)) is None:
+            return []
+    if not db.is_sqlite:
+        q = q.with_for_update(skip_locked=True, of=row)
+    with db.write() as s:
+        uuids = list(s.scalars(q))
+        return [u for u in uuids if leases.claim(s, leases.key(kind, u), holder, now, ttl)]
+
+
+@dataclass(frozen=True)
+class Load:
+    """What a conductor needs to take only its fair share of due work."""
+
+    due: int  # resources of the kind due now, leased or not
+    live_conductors: int  # conductors that reported since `alive_since`
+    oldest_unclaimed: datetime | None  # earliest due time of an unleased due resource
+
+
+def load(db: Database, kind: str, now: datetime, alive_since: datetime) -> Load:
+    """Due work of `kind` and live conductors, for the per-conductor fair share."""
+    row = NodeGroupRow if kind == leases.NODEGROUP else ClusterRow
+    lease_key = literal(kind + ":").concat(row.uuid)
+    at = literal(now, UTCDateTime())
+    ready = case((_unobserved(row), at), else_=row.next_reconcile_at)
+    with db.read() as s:
+        due = s.scalar(select(func.count()).select_from(row).where(_due(row, now)))
+        oldest = s.scalar(
+            select(func.min(ready))
+            .outerjoin(LeaseRow, LeaseRow.resource == lease_key)
+            .where(_due(row, now), or_(LeaseRow.resource.is_(None), LeaseRow.expires_at <= now))
+        )
+        live = s.scalar(
+            select(func.count())
+            .select_from(ConductorRow)
+            .where(ConductorRow.last_seen_up >= alive_since, ConductorRow.disabled.is_(False))
+        )
+    return Load(int(due or 0), int(live or 0), oldest)
+
+
+def live_conductors(db: Database, alive_since: datetime) -> int:
+    """Conductors that reported since `alive_since` and are not disabled."""
+    with db.read() as s:
+        n = s.scalar(
+            select(func.count())
+            .select_from(ConductorRow)
+            .where(ConductorRow.last_seen_up >= alive_since, ConductorRow.disabled.is_(False))
+        )
+    return int(n or 0)
+
+
+def next_due_at(db: Database, now: datetime | None = None) -> datetime | None:
+    """When a conductor may next find something to claim: the earliest requeue time
+    of a resource nobody holds, or the earliest expiry of a lease someone holds
+    (a crashed holder's work becomes claimable then); `now` when work is due."""
+    now = now or utcnow()
+    at = literal(now, UTCDateTime())
+    found: list[datetime] = []
+    with db.read() as s:
+        for kind, row in ((leases.NODEGROUP, NodeGroupRow), (leases.CLUSTER, ClusterRow)):
+            lease_key = literal(kind + ":").concat(row.uuid)
+            ready = case((_unobserved(row), at), else_=row.next_reconcile_at)
+            t = s.scalar(
+                select(func.min(ready))
+                .outerjoin(LeaseRow, LeaseRow.resource == lease_key)
+                .where(
+                    or_(_unobserved(row), row.next_reconcile_at.is_not(None)),
+                    or_(LeaseRow.resource.is_(None), LeaseRow.expires_at <= now),
+                )
+            )
+            if t is not None:
+                found.append(t)
+        t = s.scalar(select(func.min(LeaseRow.expires_at)).where(LeaseRow.expires_at > now))
+        if t is not None:
+            found.append(t)
+    return min(found, default=None)
+
+
+def load_group(db: Database, uuid: str) -> GroupSnapshot | None:
+    """The node group, its cluster's facts and its nodes; None when it is gone."""
+    with _snapshot(db) as s:
+        ng = s.scalar(select(NodeGroupRow).where(NodeGroupRow.uuid == uuid))
+        if ng is None:
+            return None
+        cl = s.scalar(select(ClusterRow).where(ClusterRow.uuid == ng.cluster_uuid))
+        if cl is None:
+            return None
+        nodes = s.scalars(
+            select(NodeRow).where(NodeRow.nodegroup_uuid == uuid).order_by(NodeRow.id)
+        )
+        return GroupSnapshot(
+            group=convert.nodegroup_from_row(ng),
+            cluster_name=cl.name,
+            cluster_attrs=dict(cl.attrs or {}),
+            cluster_deleting=cl.deleting,
+            operation_started_at=ng.operation_started_at,
+            nodes=[convert.node_from_row(n) for n in nodes],
+        )
+
+
+def apply_group(db: Database, snap: GroupSnapshot, w: GroupWrite, now: datetime) -> None:
+    """Write a node group pass: node rows, events, status (generation-guarded), pokes."""
+    g = snap.group
+    with db.write() as s:
+        _lock_in_order(s, g.cluster_id, g.uuid)
+        if w.inserts:
+            s.execute(insert(NodeRow), w.inserts)
+        if w.updates:
+            s.execute(update(NodeRow), w.updates)
+        for i in range(0, len(w.delete_ids), CHUNK):
+            s.execute(delete(NodeRow).where(NodeRow.id.in_(w.delete_ids[i : i + CHUNK])))
+        if w.events:
+            s.execute(insert(EventRow), [_event(g.cluster_id, e, now) for e in w.events])
+        if w.delete_group:
+            s.execute(delete(NodeRow).where(NodeRow.nodegroup_uuid == g.uuid))
+            s.execute(delete(NodeGroupRow).where(NodeGroupRow.uuid == g.uuid))
+        elif w.status is not None:
+            _write_status(s, NodeGroupRow, g.uuid, w.status, now)
+        if w.poke_cluster or w.delete_group:
+            # The wall time of this write (not the pass start) so that a cluster
+            # pass that started earlier sees the poke as newer than itself.
+            s.execute(
+                update(ClusterRow)
+                .where(ClusterRow.uuid == g.cluster_id)
+                .values(next_reconcile_at=utcnow())
+            )
+
+
+def _lock_in_order(s: Session, cluster_uuid: str, group_uuid: str | None = None) -> None:
+    """Row-lock the cluster, then the node group, before touching nodes: the order the
+    services lock in (cluster -> group -> nodes), so an API write racing a pass
+    waits for it instead of deadlocking with it. SQLite has one writer anyway."""
+    if s.get_bind().dialect.name == "sqlite":
+        return
+    s.execute(select(ClusterRow.id).where(ClusterRow.uuid == cluster_uuid).with_for_update())
+    if group_uuid is not None:
+        s.execute(select(NodeGroupRow.id).where(NodeGroupRow.uuid == group_uuid).with_for_update())
+
+
+def _event(cluster_uuid: str, e: EventIn, now: datetime) -> dict[str, Any]:
+    return {
+        "cluster_uuid": cluster_uuid,
+        "nodegroup_uuid": e.nodegroup_uuid,
+        "node_uuid": e.node_uuid,
+        "time": now,
+        "type": e.type,
+        "reason": e.reason,
+        "message": e.message,
+    }
+
+
+def _write_status(s: Session, row: Any, uuid: str, st: StatusWrite, started: datetime) -> None:
+    """Status fields only if the generation is still the one this pass saw; the
+    requeue time unless someone asked for an earlier pass while this one ran."""
+    values: dict[str, Any] = {
+        "status": st.status,
+        "status_reason": st.status_reason,
+        "conditions": convert.conditions_to_json(st.conditions),
+        "updated_at": started,
+    }
+    if st.observed:
+        values["observed_generation"] = st.generation
+    s.execute(update(row).where(row.uuid == uuid, row.generation == st.generation).values(values))
+    poked = row.next_reconcile_at > started
+    s.execute(
+        update(row)
+        .where(row.uuid == uuid)
+        .values(next_reconcile_at=case((poked, row.next_reconcile_at), else_=st.next_reconcile_at))
+    )
+
+
+def load_cluster(db: Database, uuid: str) -> ClusterSnapshot | None:
+    """The cluster, a summary of its node groups and of its masters."""
+    with _snapshot(db) as s:
+        cl = s.scalar(select(ClusterRow).where(ClusterRow.uuid == uuid))
+        if cl is None:
+            return None
+        groups = [
+            GroupSummary(
+                g.uuid, g.name, g.role, g.status, g.status_reason, g.node_count, g.deleting
+            )
+            for g in s.scalars(
+                select(NodeGroupRow)
+                .where(NodeGroupRow.cluster_uuid == uuid)
+                .order_by(NodeGroupRow.id)
+            )
+        ]
+        master_ids = [g.uuid for g in groups if g.role == m.ROLE_MASTER]
+        first: str | None = None
+        ready = 0
+        if master_ids:
+            ready = int(
+                s.scalar(
+                    select(func.count())
+                    .select_from(NodeRow)
+                    .where(NodeRow.nodegroup_uuid.in_(master_ids), NodeRow.state == "ACTIVE")
+                )
+                or 0
+            )
+            first = s.scalar(
+                select(NodeRow.address)
+                .where(
+                    NodeRow.nodegroup_uuid.in_(master_ids),
+                    NodeRow.state == "ACTIVE",
+                    NodeRow.address.is_not(None),
+                )
+                .order_by(NodeRow.created_at, NodeRow.id)
+                .limit(1)
+            )
+        total = sum(g.node_count for g in groups if g.role == m.ROLE_MASTER)
+        return ClusterSnapshot(
+            cluster=convert.cluster_from_row(cl),
+            operation_started_at=cl.operation_started_at,
+            groups=groups,
+            masters_total=total,
+            masters_ready=ready,
+            first_master_address=first,
+        )
+
+
+@dataclass
+class ClusterWrite:
+    """Everything a cluster pass writes."""
+
+    events: list[EventIn] = field(default_factory=list)
+    status: StatusWrite | None = None
+    api_address: str | None = None
+    health: tuple[str, dict[str, str]] | None = None  # (health_status, reason) when changed
+    mark_groups_deleting: list[str] = field(default_factory=list)
+    delete_cluster: bool = False
+
+
+def apply_cluster(db: Database, snap: ClusterSnapshot, w: ClusterWrite, now: datetime) -> None:
+    """Write a cluster pass in one transaction."""
+    uuid = snap.cluster.uuid
+    with db.write() as s:
+        _lock_in_order(s, uuid)
+        if w.delete_cluster:
+            s.execute(delete(NodeRow).where(NodeRow.cluster_uuid == uuid))
+            s.execute(delete(EventRow).where(EventRow.cluster_uuid == uuid))
+            s.execute(delete(NodeGroupRow).where(NodeGroupRow.cluster_uuid == uuid))
+            s.execute(delete(ClusterRow).where(ClusterRow.uuid == uuid, ClusterRow.deleting))
+            return
+        if w.events:
+            s.execute(insert(EventRow), [_event(uuid, e, now) for e in w.events])
+        if w.api_address is not None:
+            s.execute(
+                update(ClusterRow).where(ClusterRow.uuid == uuid).values(api_address=w.api_address)
+            )
+        if w.health is not None:
+            s.execute(
+                update(ClusterRow)
+                .where(ClusterRow.uuid == uuid)
+                .values(health_status=w.health[0], health_status_reason=w.health[1])
+            )
+        if w.mark_groups_deleting:
+            notify.request(s)  # other conductors may take these groups in parallel
+            s.execute(
+                update(NodeGroupRow)
+                .where(NodeGroupRow.uuid.in_(w.mark_groups_deleting))
+                .values(
+                    deleting=True,
+                    status="DELETE_IN_PROGRESS",
+                    generation=NodeGroupRow.generation + 1,
+                    next_reconcile_at=now,
+                )
+            )
+        if w.status is not None:
+            _write_status(s, ClusterRow, uuid, w.status, now)
+
+
+def taken_names(db: Database, cluster_uuid: str, names: Collection[str]) -> set[str]:
+    """Which of `names` a node of the cluster already has (chunked IN queries on the
+    name index: a pass that adds nodes checks only its new names, not the cluster's)."""
+    found: set[str] = set()
+    want = list(names)
+    with db.read() as s:
+        for i in range(0, len(want), CHUNK):
+            found.update(
+                s.scalars(
+                    select(NodeRow.name).where(
+                        NodeRow.name.in_(want[i : i + CHUNK]), NodeRow.cluster_uuid == cluster_uuid
+                    )
+                )
+            )
+    return found
+
+
+def existing_node_uuids(db: Database, uuids: Collection[str]) -> set[str]:
+    """Which of `uuids` have a node row (chunked IN queries)."""
+    found: set[str] = set()
+    ids = list(uuids)
+    with db.read() as s:
+        for i in range(0, len(ids), CHUNK):
+            found.update(
+                s.scalars(select(NodeRow.uuid).where(NodeRow.uuid.in_(ids[i : i + CHUNK])))
+            )
+    return found
+
+
+def node_ids(db: Database, uuids: Collection[str]) -> dict[str, m.Node]:
+    """Node rows by uuid (to learn the ids of rows this pass just inserted)."""
+    out: dict[str, m.Node] = {}
+    ids = list(uuids)
+    with db.read() as s:
+        for i in range(0, len(ids), CHUNK):
+            for r in s.scalars(select(NodeRow).where(NodeRow.uuid.in_(ids[i : i + CHUNK]))):
+                out[r.uuid] = convert.node_from_row(r)
+    return out

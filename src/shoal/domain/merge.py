@@ -1,0 +1,205 @@
+"""Creation paths as pure functions: merge a template or a source cluster with the
+request (the request wins), and plan the node groups of a new cluster.
+
+A created resource copies everything it needs here; it never refers back to its
+source afterwards except by id, for display.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from shoal.domain import model as m
+from shoal.domain import specs
+from shoal.domain import validation as v
+from shoal.domain.errors import Conflict, Invalid
+
+CLUSTER_ONLY = frozenset({"keypair", "create_timeout", "discovery_url", "merge_labels"})
+DEFAULT_CREATE_TIMEOUT = 60
+
+
+@dataclass(frozen=True)
+class GroupPlan:
+    """One node group to create with a cluster."""
+
+    name: str
+    spec: m.NodeGroupSpec
+    is_default: bool = False
+    source_id: str | None = None
+
+
+def template_to_cluster_attrs(ct_attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """The attributes a cluster copies from a template (keypair_id becomes keypair)."""
+    out = {k: x for k, x in ct_attrs.items() if k not in specs.TEMPLATE_TO_CLUSTER_SKIP}
+    if "keypair_id" in out:
+        out["keypair"] = out.pop("keypair_id")
+    return out
+
+
+def cluster_to_template_attrs(cluster_attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """The template attributes made from a cluster (keypair becomes keypair_id)."""
+    out = {
+        k: x
+        for k, x in cluster_attrs.items()
+        if k in specs.TEMPLATE_ATTRS and x is not None and not k.startswith("labels_")
+    }
+    if cluster_attrs.get("keypair") is not None:
+        out["keypair_id"] = cluster_attrs["keypair"]
+    out.setdefault("coe", "kubernetes")
+    return out
+
+
+def cluster_attrs(base: Mapping[str, Any] | None, request: Mapping[str, Any]) -> dict[str, Any]:
+    """Base attributes (from a template or a source cluster) overlaid by the request.
+
+    Labels: the request's replace the base's unless `merge_labels` is true; the
+    Magnum display fields labels_added/overridden/skipped record the difference.
+    """
+    base = dict(base or {})
+    for k in ("labels_added", "labels_overridden", "labels_skipped"):
+        base.pop(k, None)
+    req = {k: x for k, x in request.items() if k not in ("master_count", "node_count")}
+    out = {**base, **req}
+    out.setdefault("coe", "kubernetes")
+    out.setdefault("create_timeout", DEFAULT_CREATE_TIMEOUT)
+    out.setdefault("flavor_id", v.DEFAULT_FLAVOR)
+    out.setdefault("master_flavor_id", out["flavor_id"])
+    base_labels: dict[str, str] = dict(base.get("labels") or {})
+    if "labels" in req and base_labels:
+        req_labels: dict[str, str] = dict(req["labels"] or {})
+        merge = bool(out.get("merge_labels"))
+        out["labels"] = {**base_labels, **req_labels} if merge else req_labels
+        out["labels_added"] = {k: x for k, x in req_labels.items() if k not in base_labels}
+        out["labels_overridden"] = {
+            k: base_labels[k]
+            for k, x in req_labels.items()
+            if k in base_labels and base_labels[k] != x
+        }
+        out["labels_skipped"] = (
+            {} if merge else {k: x for k, x in base_labels.items() if k not in req_labels}
+        )
+    return out
+
+
+def group_from_entry(entry: Mapping[str, Any]) -> GroupPlan:
+    """A request `node_groups` entry (or embedded NGT body): name + node group attributes."""
+    if not isinstance(entry, Mapping):
+        raise Invalid("node_groups entries must be objects", "node_groups")
+    v.reject_unknown("node_groups", entry, specs.NODEGROUP_KEYS | {"name"})
+    name = v.name("node_groups.name", entry.get("name"))
+    return GroupPlan(name=name, spec=specs.apply_ng_attrs(m.NodeGroupSpec(), entry))
+
+
+def default_groups(attrs: Mapping[str, Any]) -> list[GroupPlan]:
+    """Magnum's `default-master` and `default-worker` (counts applied later)."""
+    master = m.NodeGroupSpec(role=m.ROLE_MASTER, flavor_id=attrs.get("master_flavor_id"))
+    worker = m.NodeGroupSpec(role=m.ROLE_WORKER, flavor_id=attrs.get("flavor_id"))
+    return [
+        GroupPlan(m.DEFAULT_MASTER_GROUP, master, is_default=True),
+        GroupPlan(m.DEFAULT_WORKER_GROUP, worker, is_default=True),
+    ]
+
+
+def mark_defaults(plans: Sequence[GroupPlan]) -> list[GroupPlan]:
+    """The first master group and the first non-master group become the defaults."""
+    out: list[GroupPlan] = []
+    seen_master = seen_worker = False
+    for p in plans:
+        is_master = p.spec.role == m.ROLE_MASTER
+        default = (is_master and not seen_master) or (not is_master and not seen_worker)
+        seen_master = seen_master or is_master
+        seen_worker = seen_worker or not is_master
+        out.append(dataclasses.replace(p, is_default=default))
+    return out
+
+
+def apply_counts(plans: Sequence[GroupPlan], request: Mapping[str, Any]) -> list[GroupPlan]:
+    """Request master_count / node_count set the default master / worker counts."""
+    out = []
+    for p in plans:
+        spec = p.spec
+        if p.is_default:
+            key = "master_count" if spec.role == m.ROLE_MASTER else "node_count"
+            if key in request:
+                count = v.integer(key, request[key], lo=0)
+                spec = dataclasses.replace(spec, node_count=count)
+        out.append(dataclasses.replace(p, spec=spec))
+    return out
+
+
+def fill_from_cluster(plan: GroupPlan, attrs: Mapping[str, Any]) -> GroupPlan:
+    """Fill what a group leaves open from the cluster: image, flavor, volume, labels."""
+    spec = plan.spec
+    is_master = spec.role == m.ROLE_MASTER
+    flavor = attrs.get("master_flavor_id") if is_master else attrs.get("flavor_id")
+    spec = dataclasses.replace(
+        spec,
+        image_id=spec.image_id or attrs.get("image_id"),
+        flavor_id=spec.flavor_id or flavor or attrs.get("flavor_id") or v.DEFAULT_FLAVOR,
+        docker_volume_size=spec.docker_volume_size or attrs.get("docker_volume_size"),
+        labels=spec.labels or dict(attrs.get("labels") or {}),
+        coe_version=spec.coe_version or attrs.get("coe_version"),
+    )
+    return dataclasses.replace(plan, spec=spec)
+
+
+def plan_groups(
+    attrs: Mapping[str, Any],
+    request: Mapping[str, Any],
+    source: Sequence[GroupPlan] = (),
+    *,
+    allow_zero: bool = True,
+) -> list[GroupPlan]:
+    """The node groups of a new cluster, checked: request entries, else `source`
+    (template NGTs or a cloned cluster's groups), else the two default groups."""
+    if request.get("node_groups") is not None:
+        entries = v.literal(request["node_groups"])
+        if not isinstance(entries, list) or not entries:
+            raise Invalid("node_groups must be a non-empty list of objects", "node_groups")
+        plans = [group_from_entry(e) for e in entries]
+    elif source:
+        plans = list(source)
+    else:
+        plans = default_groups(attrs)
+    plans = apply_counts(mark_defaults(plans), request)
+    plans = [fill_from_cluster(p, attrs) for p in plans]
+    check_groups(plans, allow_zero=allow_zero)
+    return plans
+
+
+def check_groups(plans: Sequence[GroupPlan], *, allow_zero: bool = True) -> None:
+    """Unique names, valid counts, an image for each, and at least one master."""
+    names = [p.name for p in plans]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise Conflict(f"A node group with name {dupes[0]} already exists in the cluster")
+    for p in plans:
+        v.counts(p.spec, allow_zero=allow_zero)
+        if not p.spec.image_id:
+            raise Invalid(f"image_id is required (node group {p.name} has none)", "image_id")
+    masters = sum(p.spec.node_count for p in plans if p.spec.role == m.ROLE_MASTER)
+    if masters < 1:
+        raise Invalid(
+            "a cluster needs at least one master node (master_count >= 1)", "master_count"
+        )
+
+
+def groups_from_templates(ngts: Sequence[m.NodeGroupTemplate]) -> list[GroupPlan]:
+    """Embedded node group templates as group plans (copied; the NGT uuid is the source)."""
+    return [GroupPlan(n.name, n.spec, source_id=n.uuid) for n in ngts]
+
+
+def groups_from_cluster(groups: Sequence[m.NodeGroup]) -> list[GroupPlan]:
+    """A source cluster's node groups as plans (clone: same names, specs and counts)."""
+    live = [g for g in groups if not g.deleting]
+    return [GroupPlan(g.name, g.spec, source_id=g.uuid) for g in live]
+
+
+def ngt_spec(base: m.NodeGroupSpec, request: Mapping[str, Any]) -> m.NodeGroupSpec:
+    """A node group template spec: `base` (default, or a node group's) plus overrides."""
+    spec = specs.apply_ng_attrs(base, request)
+    v.counts(spec)
+    return spec

@@ -1,0 +1,211 @@
+"""The resources as plain, immutable values: what the repository returns, what
+services and the conductor reason about, what the API serializes.
+
+Specs are *desired* configuration; the resource objects add identity and
+observed status. Mutable-looking dict fields are never mutated in place:
+build a new value with `dataclasses.replace`.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+ROLE_MASTER = "master"
+ROLE_WORKER = "worker"
+ROLE_VIRT = "virt"  # physical hosts that carry VMs (reduced footprint, later issue)
+
+DEFAULT_MASTER_GROUP = "default-master"
+DEFAULT_WORKER_GROUP = "default-worker"
+
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+class DeletionPolicy(enum.StrEnum):
+    """Which nodes go first on an unnamed scale-down (after failed and not-ready ones)."""
+
+    NEWEST = "newest"
+    OLDEST = "oldest"
+    AZ_BALANCED = "az-balanced"
+
+
+class NodeState(enum.StrEnum):
+    """Life of one node row. PENDING = intent written, provider not yet asked."""
+
+    PENDING = "PENDING"
+    BUILDING = "BUILDING"
+    ACTIVE = "ACTIVE"
+    ERROR = "ERROR"
+    DELETING = "DELETING"
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"key": self.key, "value": self.value, "effect": self.effect}
+
+
+@dataclass(frozen=True)
+class RolloutPolicy:
+    """How a node group replaces nodes on an image/flavor/version change."""
+
+    max_surge: int = 1
+    max_unavailable: int = 0
+
+
+@dataclass(frozen=True)
+class HealthPolicy:
+    """When a node counts as failed, and when to stop repairing (circuit breaker)."""
+
+    startup_timeout_s: int = 1800
+    unhealthy_timeout_s: int = 300
+    max_unhealthy_percent: int = 40
+
+
+@dataclass(frozen=True)
+class NodeGroupSpec:
+    """Desired configuration of a node group; also the body of a NodeGroupTemplate."""
+
+    role: str = ROLE_WORKER
+    flavor_id: str | None = None
+    image_id: str | None = None
+    docker_volume_size: int | None = None
+    availability_zones: tuple[str, ...] = ()
+    labels: dict[str, str] = field(default_factory=dict)
+    node_labels: dict[str, str] = field(default_factory=dict)
+    node_taints: tuple[Taint, ...] = ()
+    node_count: int = 1
+    min_node_count: int = 0
+    max_node_count: int | None = None
+    deletion_policy: DeletionPolicy = DeletionPolicy.NEWEST
+    rollout: RolloutPolicy = field(default_factory=RolloutPolicy)
+    health: HealthPolicy = field(default_factory=HealthPolicy)
+    merge_labels: bool = False
+    coe_version: str | None = None
+    vms: tuple[dict[str, Any], ...] = ()  # role "virt" only (later issue)
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One observed fact about a resource, Cluster API style. status: True|False|Unknown."""
+
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+    last_transition: datetime | None = None
+
+
+@dataclass(frozen=True)
+class NodeGroupTemplate:
+    id: int
+    uuid: str
+    project_id: str
+    name: str
+    spec: NodeGroupSpec
+    cluster_template_id: str | None = None  # uuid of the CT that embeds it, if any
+    source_id: str | None = None  # uuid of the node group it was made from, for display
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class ClusterTemplate:
+    """Magnum attributes live in `attrs` (coe, image_id, flavor_id, labels, …);
+    `node_group_templates` are the embedded NGTs, in order."""
+
+    id: int
+    uuid: str
+    project_id: str
+    user_id: str
+    name: str
+    attrs: dict[str, Any]
+    node_group_templates: tuple[NodeGroupTemplate, ...] = ()
+    source_id: str | None = None  # uuid of the cluster it was made from, for display
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class NodeGroup:
+    id: int
+    uuid: str
+    cluster_id: str  # cluster uuid
+    project_id: str
+    name: str
+    is_default: bool
+    spec: NodeGroupSpec
+    generation: int = 1
+    observed_generation: int = 0
+    status: str = "CREATE_IN_PROGRESS"
+    status_reason: str | None = None
+    conditions: tuple[Condition, ...] = ()
+    deleting: bool = False
+    source_id: str | None = None  # NGT or node group it was made from, for display
+    version: str | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """`attrs` holds the copied Magnum attributes (coe, image, network, labels, keypair…)."""
+
+    id: int
+    uuid: str
+    project_id: str
+    user_id: str
+    name: str
+    attrs: dict[str, Any]
+    cluster_template_id: str | None = None
+    source_id: str | None = None  # cluster it was cloned from, for display
+    generation: int = 1
+    observed_generation: int = 0
+    status: str = "CREATE_IN_PROGRESS"
+    status_reason: str | None = None
+    health_status: str | None = None
+    health_status_reason: dict[str, str] = field(default_factory=dict)
+    api_address: str | None = None
+    conditions: tuple[Condition, ...] = ()
+    deleting: bool = False
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Node:
+    id: int
+    uuid: str  # also the machine id given to the driver
+    name: str
+    cluster_id: str
+    nodegroup_id: str
+    project_id: str
+    state: NodeState
+    availability_zone: str | None = None
+    address: str | None = None
+    provider_id: str | None = None
+    image_id: str | None = None
+    flavor_id: str | None = None
+    reason: str | None = None
+    to_delete: bool = False
+    created_at: datetime | None = None
+    ready_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Event:
+    id: int
+    cluster_id: str
+    time: datetime
+    type: str  # Normal | Warning
+    reason: str
+    message: str
+    nodegroup_id: str | None = None
+    node_id: str | None = None

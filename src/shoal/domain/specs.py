@@ -1,0 +1,182 @@
+"""Attribute tables: which request keys a resource takes and how each is checked,
+and how a dict of node group attributes becomes a `NodeGroupSpec`."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from shoal.domain import model as m
+from shoal.domain import validation as v
+from shoal.domain.errors import Invalid
+
+Check = Callable[[str, Any], Any]
+
+COES = ("kubernetes",)
+NETWORK_DRIVERS = ("flannel", "calico", "cilium")
+SERVER_TYPES = ("vm", "bm")
+HEALTH_STATUSES = ("HEALTHY", "UNHEALTHY", "UNKNOWN")
+
+
+def _int(lo: int | None = None, hi: int | None = None) -> Check:
+    return lambda f, x: v.integer(f, x, lo, hi)
+
+
+def _opt_int(lo: int | None = None) -> Check:
+    return lambda f, x: v.opt_integer(f, x, lo)
+
+
+def _choice(choices: tuple[str, ...], nullable: bool = True) -> Check:
+    return lambda f, x: None if x is None and nullable else v.choice(f, x, choices)
+
+
+def _bool(f: str, x: Any) -> bool | None:
+    return None if x is None else v.boolean(f, x)
+
+
+# Magnum attributes a cluster template and a cluster share (stored in `attrs`).
+COMMON_ATTRS: dict[str, Check] = {
+    "image_id": v.string,
+    "flavor_id": v.string,
+    "master_flavor_id": v.string,
+    "docker_volume_size": _opt_int(1),
+    "labels": v.str_dict,
+    "fixed_network": v.string,
+    "fixed_subnet": v.string,
+    "floating_ip_enabled": _bool,
+    "master_lb_enabled": _bool,
+}
+
+TEMPLATE_ATTRS: dict[str, Check] = {
+    **COMMON_ATTRS,
+    "coe": _choice(COES, nullable=False),
+    "keypair_id": v.string,
+    "external_network_id": v.string,
+    "dns_nameserver": v.string,
+    "network_driver": _choice(NETWORK_DRIVERS),
+    "volume_driver": v.string,
+    "docker_storage_driver": v.string,
+    "server_type": _choice(SERVER_TYPES),
+    "tls_disabled": _bool,
+    "public": _bool,
+    "hidden": _bool,
+    "registry_enabled": _bool,
+    "http_proxy": v.text,
+    "https_proxy": v.text,
+    "no_proxy": v.text,
+    "insecure_registry": v.string,
+    "apiserver_port": _opt_int(1),
+    "cluster_distro": v.string,
+    "driver": v.string,
+    "tags": v.string,
+    "coe_version": v.string,
+}
+
+CLUSTER_ATTRS: dict[str, Check] = {
+    **COMMON_ATTRS,
+    "coe": _choice(COES, nullable=False),
+    "keypair": v.string,
+    "create_timeout": _int(0, 7 * 24 * 60),
+    "discovery_url": v.text,
+    "merge_labels": _bool,
+    "coe_version": v.string,
+    "master_count": _int(1),
+    "node_count": _int(0),
+}
+
+# Template attributes a cluster copies (everything but presentation flags).
+TEMPLATE_TO_CLUSTER_SKIP = frozenset({"public", "hidden", "tags"})
+
+NODEGROUP_KEYS = frozenset(
+    {
+        "role",
+        "flavor_id",
+        "image_id",
+        "docker_volume_size",
+        "availability_zones",
+        "labels",
+        "node_labels",
+        "node_taints",
+        "node_count",
+        "min_node_count",
+        "max_node_count",
+        "deletion_policy",
+        "rollout",
+        "health_policy",
+        "merge_labels",
+        "coe_version",
+        "vms",
+    }
+)
+
+DELETION_POLICIES = tuple(str(p) for p in m.DeletionPolicy)
+
+
+def check_attrs(kind: str, body: Mapping[str, Any], table: Mapping[str, Check]) -> dict[str, Any]:
+    """Validate the keys of `body` found in `table`; return them checked (others untouched)."""
+    return {k: table[k](k, x) for k, x in body.items() if k in table}
+
+
+def apply_ng_attrs(base: m.NodeGroupSpec, attrs: Mapping[str, Any]) -> m.NodeGroupSpec:
+    """A new spec: `base` with the given node group attributes, each checked."""
+    changes: dict[str, Any] = {}
+    for key, raw in attrs.items():
+        if key == "role":
+            changes["role"] = v.name("role", raw, 64)
+        elif key in ("flavor_id", "image_id", "coe_version"):
+            changes[key] = v.string(key, raw)
+        elif key == "docker_volume_size":
+            changes[key] = v.opt_integer(key, raw, lo=1)
+        elif key == "availability_zones":
+            changes[key] = v.str_list(key, raw)
+        elif key in ("labels", "node_labels"):
+            changes[key] = v.str_dict(key, raw)
+        elif key == "node_taints":
+            changes[key] = v.taints(key, raw)
+        elif key in ("node_count", "min_node_count"):
+            changes[key] = v.integer(key, raw, lo=0)
+        elif key == "max_node_count":
+            changes[key] = v.opt_integer(key, raw, lo=0)
+        elif key == "deletion_policy":
+            changes[key] = m.DeletionPolicy(v.choice(key, raw, DELETION_POLICIES))
+        elif key == "rollout":
+            changes[key] = v.rollout(key, raw)
+        elif key == "health_policy":
+            changes["health"] = v.health(key, raw)
+        elif key == "merge_labels":
+            changes[key] = v.boolean(key, raw)
+        elif key == "vms":
+            changes[key] = _vms(raw)
+    return dataclasses.replace(base, **changes)
+
+
+def _vms(raw: Any) -> tuple[dict[str, Any], ...]:
+    raw = v.literal(raw)
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(x, dict) for x in raw):
+        raise Invalid("vms must be a list of objects", "vms")
+    return tuple(dict(x) for x in raw)
+
+
+def spec_as_attrs(spec: m.NodeGroupSpec) -> dict[str, Any]:
+    """The wire form of a spec (NGT objects, clones)."""
+    return {
+        "role": spec.role,
+        "flavor_id": spec.flavor_id,
+        "image_id": spec.image_id,
+        "docker_volume_size": spec.docker_volume_size,
+        "availability_zones": list(spec.availability_zones),
+        "labels": dict(spec.labels),
+        "node_labels": dict(spec.node_labels),
+        "node_taints": [t.as_dict() for t in spec.node_taints],
+        "node_count": spec.node_count,
+        "min_node_count": spec.min_node_count,
+        "max_node_count": spec.max_node_count,
+        "deletion_policy": str(spec.deletion_policy),
+        "rollout": dataclasses.asdict(spec.rollout),
+        "health_policy": dataclasses.asdict(spec.health),
+        "merge_labels": spec.merge_labels,
+        "coe_version": spec.coe_version,
+    }

@@ -1,0 +1,249 @@
+"""Field rules for request attributes: types, names, counts, taints, policies.
+
+Pure functions over plain JSON values. Every failure raises `Invalid` (or
+`Conflict` for count bounds, as Magnum does) naming the field and the rule.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from shoal.domain import model as m
+from shoal.domain.errors import Conflict, Invalid
+
+NAME_RE = re.compile(r"^[a-zA-Z][a-zA-Z0-9_.-]*$")
+CLUSTER_NAME_MAX = 242
+NAME_MAX = 255
+LABEL_KEY_MAX = 253
+DEFAULT_FLAVOR = "m1.small"
+
+Checker = Callable[[str, Any], Any]
+
+
+def name(field: str, value: Any, max_len: int = NAME_MAX) -> str:
+    """A resource name: starts with a letter, then letters, digits, `_ . -`."""
+    if not isinstance(value, str) or not value:
+        raise Invalid(f"{field} must be a non-empty string", field)
+    if len(value) > max_len:
+        raise Invalid(f"{field} must be at most {max_len} characters", field)
+    if not NAME_RE.match(value):
+        raise Invalid(
+            f"{field} {value!r} is invalid: it must start with a letter and contain only "
+            "letters, digits, '_', '.' and '-'",
+            field,
+        )
+    return value
+
+
+def string(field: str, value: Any) -> str | None:
+    """An optional string of at most 255 characters."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise Invalid(f"{field} must be a string, not {_kind(value)}", field)
+    if len(value) > NAME_MAX:
+        raise Invalid(f"{field} must be at most {NAME_MAX} characters", field)
+    return value
+
+
+def text(field: str, value: Any) -> str | None:
+    """An optional string with no length limit (URLs, proxies)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise Invalid(f"{field} must be a string, not {_kind(value)}", field)
+    return value
+
+
+def integer(field: str, value: Any, lo: int | None = None, hi: int | None = None) -> int:
+    """An integer (JSON number or decimal string) within [lo, hi]."""
+    if isinstance(value, bool) or value is None:
+        raise Invalid(f"{field} must be an integer, not {_kind(value)}", field)
+    if isinstance(value, str) and re.fullmatch(r"-?\d+", value.strip()):
+        value = int(value)
+    if not isinstance(value, int):
+        raise Invalid(f"{field} must be an integer, not {_kind(value)}", field)
+    if lo is not None and value < lo:
+        raise Invalid(f"{field} must be >= {lo} (got {value})", field)
+    if hi is not None and value > hi:
+        raise Invalid(f"{field} must be <= {hi} (got {value})", field)
+    return value
+
+
+def opt_integer(field: str, value: Any, lo: int | None = None) -> int | None:
+    """An integer or null."""
+    return None if value is None else integer(field, value, lo)
+
+
+def boolean(field: str, value: Any) -> bool:
+    """A JSON boolean (the strings true/false are accepted as the CLI may send them)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise Invalid(f"{field} must be a boolean, not {_kind(value)}", field)
+
+
+def literal(value: Any) -> Any:
+    """A value that may arrive as a Python-literal string (`"{'a': 'b'}"`)."""
+    if isinstance(value, str) and value.strip()[:1] in ("{", "["):
+        try:
+            return ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError):
+            return value
+    return value
+
+
+def str_dict(field: str, value: Any) -> dict[str, str]:
+    """A {str: str} mapping (labels); values are turned into strings as Magnum does."""
+    value = literal(value)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise Invalid(f"{field} must be an object of string values, not {_kind(value)}", field)
+    out: dict[str, str] = {}
+    for k, v in value.items():
+        if not isinstance(k, str) or not k or len(k) > LABEL_KEY_MAX:
+            raise Invalid(f"{field} keys must be non-empty strings (got {k!r})", field)
+        if isinstance(v, dict | list) or v is None:
+            raise Invalid(f"{field}[{k}] must be a string, not {_kind(v)}", field)
+        out[k] = str(v).lower() if isinstance(v, bool) else str(v)
+    return out
+
+
+def str_list(field: str, value: Any) -> tuple[str, ...]:
+    """A list of non-empty strings (a comma-separated string is accepted too)."""
+    value = literal(value)
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = [v.strip() for v in value.split(",") if v.strip()]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise Invalid(f"{field} must be a list of non-empty strings", field)
+    if len(set(value)) != len(value):
+        raise Invalid(f"{field} must not repeat an entry", field)
+    return tuple(value)
+
+
+def choice(field: str, value: Any, choices: tuple[str, ...]) -> str:
+    """One of a fixed set of strings."""
+    if value not in choices:
+        raise Invalid(f"{field} must be one of {', '.join(choices)} (got {value!r})", field)
+    return str(value)
+
+
+def taints(field: str, value: Any) -> tuple[m.Taint, ...]:
+    """`[{key, value, effect}]`; also `"key=value:Effect"` strings, as kubectl writes them."""
+    value = literal(value)
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list):
+        raise Invalid(f"{field} must be a list of {{key, value, effect}} objects", field)
+    out = []
+    for item in value:
+        if isinstance(item, str):
+            item = _taint_from_text(field, item)
+        if not isinstance(item, dict) or set(item) - {"key", "value", "effect"}:
+            raise Invalid(f"{field} entries must be {{key, value, effect}} objects", field)
+        key = item.get("key")
+        if not isinstance(key, str) or not key:
+            raise Invalid(f"{field} entries need a non-empty key", field)
+        val = item.get("value") or ""
+        if not isinstance(val, str):
+            raise Invalid(f"{field} value of {key!r} must be a string", field)
+        effect = item.get("effect")
+        if effect not in m.TAINT_EFFECTS:
+            raise Invalid(
+                f"{field} effect of {key!r} must be one of {', '.join(m.TAINT_EFFECTS)} "
+                f"(got {effect!r})",
+                field,
+            )
+        out.append(m.Taint(key=key, value=val, effect=effect))
+    return tuple(out)
+
+
+def _taint_from_text(field: str, raw: str) -> dict[str, str]:
+    key_value, _, effect = raw.rpartition(":")
+    if not key_value:
+        raise Invalid(f"{field} entry {raw!r} must look like key=value:Effect", field)
+    key, _, val = key_value.partition("=")
+    return {"key": key, "value": val, "effect": effect}
+
+
+def rollout(field: str, value: Any) -> m.RolloutPolicy:
+    """`{max_surge, max_unavailable}`: both >= 0 and not both 0."""
+    value = literal(value)
+    if value is None:
+        return m.RolloutPolicy()
+    data = _policy_dict(field, value, m.RolloutPolicy)
+    policy = m.RolloutPolicy(**data)
+    if policy.max_surge == 0 and policy.max_unavailable == 0:
+        raise Invalid(f"{field}: max_surge and max_unavailable cannot both be 0", field)
+    return policy
+
+
+def health(field: str, value: Any) -> m.HealthPolicy:
+    """`{startup_timeout_s, unhealthy_timeout_s, max_unhealthy_percent (0-100)}`."""
+    value = literal(value)
+    if value is None:
+        return m.HealthPolicy()
+    data = _policy_dict(field, value, m.HealthPolicy)
+    if data.get("max_unhealthy_percent", 0) > 100:
+        raise Invalid(f"{field}.max_unhealthy_percent must be <= 100", field)
+    return m.HealthPolicy(**data)
+
+
+def _policy_dict(field: str, value: Any, cls: type[Any]) -> dict[str, int]:
+    if not isinstance(value, dict):
+        raise Invalid(f"{field} must be an object, not {_kind(value)}", field)
+    known = {f.name for f in dataclasses.fields(cls)}
+    for k in value:
+        if k not in known:
+            raise Invalid(f"Unknown attribute for argument {field}: {k}", field)
+    defaults = dataclasses.asdict(cls())
+    return {k: integer(f"{field}.{k}", value.get(k, defaults[k]), lo=0) for k in known}
+
+
+def counts(spec: m.NodeGroupSpec, *, allow_zero: bool = True) -> None:
+    """node_count >= 0 (>= 1 before 1.10), min <= node_count <= max (Conflict, as Magnum)."""
+    lowest = 0 if allow_zero else 1
+    if spec.node_count < lowest:
+        raise Invalid(f"node_count must be >= {lowest} (got {spec.node_count})", "node_count")
+    if spec.min_node_count < 0:
+        raise Invalid("min_node_count must be >= 0", "min_node_count")
+    mx = spec.max_node_count
+    if mx is not None and mx < spec.min_node_count:
+        raise Conflict(
+            f"min_node_count ({spec.min_node_count}) should be less or equal to "
+            f"max_node_count ({mx})"
+        )
+    if spec.min_node_count > spec.node_count:
+        raise Conflict(
+            f"min_node_count ({spec.min_node_count}) should be less or equal to "
+            f"node_count ({spec.node_count})"
+        )
+    if mx is not None and spec.node_count > mx:
+        raise Conflict(
+            f"node_count ({spec.node_count}) should be less or equal to max_node_count ({mx})"
+        )
+
+
+def reject_unknown(kind: str, body: Mapping[str, Any], known: set[str] | frozenset[str]) -> None:
+    """Magnum's "Unknown attribute for argument <kind>: foo"."""
+    unknown = sorted(k for k in body if k not in known)
+    if unknown:
+        raise Invalid(f"Unknown attribute for argument {kind}: {', '.join(unknown)}", unknown[0])
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {bool: "boolean", int: "integer", float: "number", str: "string"}.get(
+        type(value), "list" if isinstance(value, list) else "object"
+    )

@@ -1,0 +1,92 @@
+"""SimDriver: the driver contract over a SimWorld, the reference every driver follows.
+
+Each method pays one simulated API latency, then makes one world call. Database
+trouble (a locked SQLite file, a dropped PostgreSQL connection) is mapped to
+TransientError here, at the driver's edge, as a real driver maps its SDK's errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TypeVar
+
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from shoal.drivers.contract import (
+    Capabilities,
+    Machine,
+    MachineSpec,
+    TransientError,
+)
+from shoal.drivers.sim import catalog
+from shoal.drivers.sim.world import SimWorld
+
+T = TypeVar("T")
+
+
+class SimDriver:
+    """The `sim` driver: machines are rows of a SimWorld (see docs/drivers.md)."""
+
+    name = "sim"
+
+    def __init__(self, world: SimWorld, max_parallel_creates: int = 32) -> None:
+        self.world = world
+        self._max_parallel = max_parallel_creates
+
+    def capabilities(self) -> Capabilities:
+        """Zones from the world's config (cached), flavors and images from the catalog."""
+        return Capabilities(
+            availability_zones=tuple(self.world.cached().config.availability_zones),
+            flavors=tuple(catalog.FLAVORS),
+            images=tuple(catalog.IMAGES),
+            max_parallel_creates=self._max_parallel,
+        )
+
+    def validate(self, spec: MachineSpec) -> list[str]:
+        """Unknown flavor, image or zone, from the in-memory catalog; never raises."""
+        problems = []
+        if spec.flavor_id not in catalog.FLAVORS:
+            known = ", ".join(catalog.FLAVORS)
+            problems.append(f"flavor {spec.flavor_id!r} does not exist (flavors: {known})")
+        if spec.image_id not in catalog.IMAGES:
+            known = ", ".join(catalog.IMAGES)
+            problems.append(f"image {spec.image_id!r} does not exist (images: {known})")
+        zones = self.world.cached().config.availability_zones  # no I/O once warm
+        az = spec.availability_zone
+        if az is not None and az not in zones:
+            problems.append(f"availability zone {az!r} does not exist (zones: {', '.join(zones)})")
+        return problems
+
+    def ensure_machine(self, spec: MachineSpec) -> Machine:
+        """Idempotent on machine_id. Transient (429, 5xx), Blocked (quota, no valid
+        host), Permanent (unknown flavor, image or zone)."""
+        self.world.pause("create", spec.machine_id)
+        return _edge(lambda: self.world.create(spec)).as_machine()
+
+    def delete_machine(self, machine_id: str) -> None:
+        """Idempotent; unknown id = done. TransientError only."""
+        self.world.pause("delete", machine_id)
+        _edge(lambda: self.world.delete(machine_id))
+
+    def list_machines(self, tags: Mapping[str, str]) -> list[Machine]:
+        """Every machine whose tags include `tags` (one query). TransientError only."""
+        self.world.pause("list", "")
+        return [s.as_machine() for s in _edge(lambda: self.world.find(tags))]
+
+    def reboot_machine(self, machine_id: str) -> None:
+        """Idempotent (a reboot under way is not restarted). Transient or Permanent."""
+        self.world.pause("reboot", machine_id)
+        _edge(lambda: self.world.reboot(machine_id))
+
+    def rebuild_machine(self, machine_id: str, image_id: str) -> None:
+        """Idempotent for the same image while it rebuilds. Transient or Permanent."""
+        self.world.pause("rebuild", machine_id)
+        _edge(lambda: self.world.rebuild(machine_id, image_id))
+
+
+def _edge(call: Callable[[], T]) -> T:
+    """Run a world call; database trouble becomes TransientError."""
+    try:
+        return call()
+    except (OperationalError, DBAPIError) as exc:
+        raise TransientError(f"sim cloud database unavailable: {exc.orig}") from exc

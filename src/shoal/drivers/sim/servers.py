@@ -1,0 +1,104 @@
+"""A sim server as seen at one moment: its state is computed from stored times.
+
+No background thread moves servers along: a row records when the server was
+created, when it finishes booting and when its deletion ends, and the state is
+derived whenever someone looks. That keeps the sim cheap and deterministic.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from shoal.drivers import contract
+from shoal.drivers.contract import MachineState
+
+
+@dataclass(frozen=True)
+class SimServer:
+    """One server of the sim cloud, as the admin API and the driver report it."""
+
+    machine_id: str
+    name: str
+    state: MachineState
+    az: str
+    address: str | None
+    tags: Mapping[str, str]
+    flavor: str
+    image: str
+    created_at: float  # simulated seconds since the epoch
+    fault: str | None = None
+    project: str = ""
+
+    def as_machine(self) -> contract.Machine:
+        return contract.Machine(
+            machine_id=self.machine_id,
+            name=self.name,
+            state=self.state,
+            tags=self.tags,
+            availability_zone=self.az,
+            address=self.address,
+            provider_id=f"sim-{self.machine_id}",
+            fault=self.fault,
+            image_id=self.image,
+            flavor_id=self.flavor,
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready view for the admin API (created_at as ISO 8601, simulated time)."""
+        created = dt.datetime.fromtimestamp(self.created_at, dt.UTC).isoformat()
+        return {
+            "machine_id": self.machine_id,
+            "name": self.name,
+            "state": str(self.state),
+            "az": self.az,
+            "address": self.address,
+            "tags": dict(self.tags),
+            "flavor": self.flavor,
+            "image": self.image,
+            "created_at": created,
+            "fault": self.fault,
+            "project": self.project,
+        }
+
+
+def address(seq: int) -> str:
+    """The private IPv4 of the server numbered `seq`: 10.a.b.c with c in 1..254."""
+    rest, c = divmod(seq, 254)
+    a, b = divmod(rest, 256)
+    return f"10.{a % 256}.{b}.{c + 1}"
+
+
+def view(row: Sequence[Any], now: float) -> SimServer | None:
+    """The SimServer for a stored row (columns in world._ROW order) at `now`; None once gone."""
+    (seq, mid, name, project, cluster, nodegroup, node, flavor, image, az, _vcpus, _ram,
+     created, ready, up, fault, deleting, gone, _failures) = row  # fmt: skip
+    if deleting is not None:
+        if gone <= now:
+            return None
+        state = MachineState.DELETING
+    elif now < ready:
+        state = MachineState.BUILDING
+    else:
+        state = MachineState.ERROR if fault is not None else MachineState.ACTIVE
+    error = state is MachineState.ERROR
+    return SimServer(
+        machine_id=mid,
+        name=name,
+        state=state,
+        az=az,
+        address=address(seq) if not error and now >= up else None,
+        tags={
+            contract.TAG_PROJECT: project,
+            contract.TAG_CLUSTER: cluster,
+            contract.TAG_NODEGROUP: nodegroup,
+            contract.TAG_NODE: node,
+        },
+        flavor=flavor,
+        image=image,
+        created_at=created,
+        fault=fault if error else None,
+        project=project,
+    )

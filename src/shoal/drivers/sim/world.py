@@ -1,0 +1,379 @@
+"""The simulated cloud: servers with lazily computed states, quotas, capacity, faults.
+
+`SimWorld.open(url, settings, clock)` opens (or creates) the world stored in the
+`sim_*` tables at `url`; several processes opening one url see one world. Each
+server operation is one short database transaction; an operation that fails
+returns its error out of the transaction (so that fault counters and the rate
+bucket are committed) and raises it after.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import Connection, bindparam, delete, insert, or_, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+from shoal.drivers import contract
+from shoal.drivers.contract import (
+    BlockedError,
+    BlockedKind,
+    DriverError,
+    MachineSpec,
+    MachineState,
+    PermanentError,
+    TransientError,
+)
+from shoal.drivers.sim import catalog, limits, tables
+from shoal.drivers.sim.admin import AdminOps
+from shoal.drivers.sim.config import Quota, SimConfig
+from shoal.drivers.sim.faults import FaultKind, FaultRule, Op, jittered, unit
+from shoal.drivers.sim.servers import SimServer, view
+
+_S = tables.servers
+_ROW = (
+    _S.c.seq, _S.c.machine_id, _S.c.name, _S.c.project, _S.c.cluster, _S.c.nodegroup,
+    _S.c.node, _S.c.flavor, _S.c.image, _S.c.az, _S.c.vcpus, _S.c.ram_mb, _S.c.created_at,
+    _S.c.ready_at, _S.c.up_at, _S.c.fault, _S.c.deleting_at, _S.c.gone_at,
+    _S.c.delete_failures,
+)  # fmt: skip
+_TAG_COLUMNS = {
+    contract.TAG_PROJECT: _S.c.project,
+    contract.TAG_CLUSTER: _S.c.cluster,
+    contract.TAG_NODEGROUP: _S.c.nodegroup,
+    contract.TAG_NODE: _S.c.node,
+}
+_U = tables.usage
+_ADD_USAGE = (
+    update(_U)
+    .where(_U.c.scope == bindparam("s"), _U.c.key == bindparam("k"))
+    .values(
+        instances=_U.c.instances + bindparam("di"),
+        cores=_U.c.cores + bindparam("dc"),
+        ram_mb=_U.c.ram_mb + bindparam("dr"),
+    )
+)
+# Statements of the hot paths, built once: building a statement per call costs
+# more than running it.
+_BY_ID = select(*_ROW).where(_S.c.machine_id == bindparam("mid"))
+_INSERT = insert(_S)
+_FORGET = delete(_S).where(_S.c.seq == bindparam("b_seq"))
+_PURGE = delete(_S).where(_S.c.gone_at <= bindparam("now"))
+_MARK_DELETING = (
+    update(_S)
+    .where(_S.c.seq == bindparam("b_seq"))
+    .values(deleting_at=bindparam("now"), gone_at=bindparam("gone"))
+)
+_USAGE = (
+    select(_U)
+    .where(or_((_U.c.scope == "project") & (_U.c.key == bindparam("p")), _U.c.scope == "az"))
+    .order_by(_U.c.scope, _U.c.key)
+    .with_for_update()
+)
+_HTTP = {429: "Too Many Requests", 500: "Internal Server Error", 502: "Bad Gateway",
+         503: "Service Unavailable"}  # fmt: skip
+
+
+class SimWorld(AdminOps):
+    """One simulated cloud. Thread-safe; open it once per process and share it."""
+
+    _calls = 0
+    _calls_lock = threading.Lock()
+
+    # -- servers ---------------------------------------------------------------
+
+    def create(self, spec: MachineSpec) -> SimServer:
+        """Create the server `spec.machine_id` unless it exists; return it (idempotent)."""
+        flavor = catalog.FLAVORS.get(spec.flavor_id)
+        if flavor is None:
+            raise PermanentError(f"flavor {spec.flavor_id!r} does not exist in the sim cloud")
+        if spec.image_id not in catalog.IMAGES:
+            raise PermanentError(f"image {spec.image_id!r} does not exist in the sim cloud")
+        with self._txn(write=True) as conn:
+            out = self._create(conn, spec, flavor)
+        if isinstance(out, DriverError):
+            raise out
+        assert out is not None  # a new server is never gone already
+        return out
+
+    def delete(self, machine_id: str) -> None:
+        """Start deleting a server; unknown or already deleting is done (idempotent)."""
+        with self._txn(write=True) as conn:
+            err = self._delete(conn, machine_id)
+        if err is not None:
+            raise err
+
+    def reboot(self, machine_id: str) -> None:
+        """Reboot: BUILDING for a quarter of a boot, then ACTIVE (clears an ERROR)."""
+        with self._txn(write=True) as conn:
+            err = self._restart(conn, machine_id, None, Op.REBOOT)
+        if err is not None:
+            raise err
+
+    def rebuild(self, machine_id: str, image_id: str) -> None:
+        """Reinstall with `image_id`: BUILDING for a boot, same id, name and address."""
+        if image_id not in catalog.IMAGES:
+            raise PermanentError(f"image {image_id!r} does not exist in the sim cloud")
+        with self._txn(write=True) as conn:
+            err = self._restart(conn, machine_id, image_id, Op.REBUILD)
+        if err is not None:
+            raise err
+
+    def find(self, tags: Mapping[str, str]) -> list[SimServer]:
+        """Every server whose tags include `tags`, in one query over indexed columns."""
+        q = select(*_ROW).order_by(_S.c.seq)
+        extra = {}
+        for key, value in tags.items():
+            col = _TAG_COLUMNS.get(key)
+            if col is None:
+                extra[key] = value
+            else:
+                q = q.where(col == value)
+        with self._txn(write=False) as conn:
+            snap = self._load(conn)
+            now = snap.config.sim_now(self._clock.now())
+            rows = conn.execute(q).all()
+        rules = [r for r in snap.faults if _matches(r, Op.LIST, None, tags)]
+        if rules:
+            with self._txn(write=True) as conn:
+                err = self._fire_first(conn, snap.config, rules, json.dumps(dict(tags)), None)
+            if err is not None:
+                raise err
+        out = []
+        for row in rows:
+            s = view(row, now)
+            if s is not None and all(s.tags.get(k) == v for k, v in extra.items()):
+                out.append(s)
+        return out
+
+    def servers(
+        self, cluster: str | None = None, nodegroup: str | None = None, state: str | None = None
+    ) -> list[SimServer]:
+        """Admin view of every server, optionally filtered (no faults, no latency)."""
+        q = select(*_ROW).order_by(_S.c.seq)
+        if cluster is not None:
+            q = q.where(_S.c.cluster == cluster)
+        if nodegroup is not None:
+            q = q.where(_S.c.nodegroup == nodegroup)
+        with self._txn(write=False) as conn:
+            now = self._load(conn).config.sim_now(self._clock.now())
+            rows = conn.execute(q).all()
+        views = (view(r, now) for r in rows)
+        return [s for s in views if s is not None and (state is None or s.state == state)]
+
+    def pause(self, op: str, key: str) -> None:
+        """Sleep one API call's latency: jittered api_latency_ms, divided by time_scale."""
+        cfg = self.cached().config
+        if cfg.api_latency_ms <= 0:
+            return
+        with self._calls_lock:
+            SimWorld._calls += 1
+            n = SimWorld._calls
+        ms = jittered(cfg.api_latency_ms, cfg.jitter, cfg.seed, "api", op, key, n)
+        self._clock.sleep(cfg.real_seconds(ms / 1000.0))
+
+    # -- transactions ----------------------------------------------------------
+
+    def _create(
+        self, conn: Connection, spec: MachineSpec, flavor: catalog.Flavor
+    ) -> SimServer | DriverError | None:
+        snap = self._load(conn)
+        cfg = snap.config
+        now = cfg.sim_now(self._clock.now())
+        row = conn.execute(_BY_ID, {"mid": spec.machine_id}).first()
+        if row is not None:
+            found = view(row, now)
+            if found is not None:
+                return found
+            conn.execute(_FORGET, {"b_seq": row.seq})  # gone: the id is free
+        az = spec.availability_zone
+        if az is not None and az not in cfg.availability_zones:
+            zones = ", ".join(cfg.availability_zones)
+            return PermanentError(f"availability zone {az!r} does not exist (zones: {zones})")
+        err = self._take_token(conn, cfg, now)
+        if err is not None:
+            return err
+        used = self._usage(conn, cfg, spec.project_id)
+        need = Quota(1, flavor.vcpus, flavor.ram_mb)
+        if az is None:
+            az = limits.pick_zone(cfg, used, spec.machine_id, flavor.vcpus)
+        fault: str | None = None
+        tags = spec.tags
+        for rule in snap.faults:
+            if not _matches(rule, Op.CREATE, az, tags, flavor.name):
+                continue
+            if rule.kind is FaultKind.SERVER_ERROR:
+                if fault is None and self._fires(conn, cfg, rule, spec.machine_id, False):
+                    fault = rule.text
+            elif self._fires(conn, cfg, rule, spec.machine_id, True):
+                return _error(rule, az)
+        limit = snap.quotas.get(spec.project_id, cfg.default_quota)
+        err = limits.quota_error(limit, used[("project", spec.project_id)], need, spec.project_id)
+        err = err or limits.capacity_error(cfg, used, az, spec.availability_zone, flavor.vcpus)
+        if err is not None or az is None:
+            return err
+        boot = jittered(cfg.boot_seconds, cfg.jitter, cfg.seed, spec.machine_id, "boot")
+        values: dict[str, Any] = dict(
+            machine_id=spec.machine_id, name=spec.name, project=spec.project_id,
+            cluster=spec.cluster_id, nodegroup=spec.nodegroup_id, node=spec.machine_id,
+            flavor=flavor.name, image=spec.image_id, az=az,
+            vcpus=flavor.vcpus, ram_mb=flavor.ram_mb, created_at=now, ready_at=now + boot,
+            up_at=now + boot, fault=fault, deleting_at=None, gone_at=None, delete_failures=0,
+        )  # fmt: skip
+        pk = conn.execute(_INSERT, values).inserted_primary_key
+        assert pk is not None
+        self._add_usage(conn, spec.project_id, az, need, +1)
+        return view([pk[0] if c.name == "seq" else values[c.name] for c in _ROW], now)
+
+    def _delete(self, conn: Connection, machine_id: str) -> DriverError | None:
+        snap = self._load(conn)
+        cfg = snap.config
+        now = cfg.sim_now(self._clock.now())
+        conn.execute(_PURGE, {"now": now})  # forget finished deletes
+        row = conn.execute(_BY_ID, {"mid": machine_id}).first()
+        if row is None or row.deleting_at is not None:
+            return None
+        for rule in snap.faults:
+            if not _matches(rule, Op.DELETE, row.az, _tags(row), row.flavor):
+                continue
+            once = rule.kind is FaultKind.DELETE_FAILS_ONCE
+            if once and row.delete_failures > 0:
+                continue
+            if self._fires(conn, cfg, rule, machine_id, not once):
+                if once:
+                    conn.execute(update(_S).where(_S.c.seq == row.seq).values(delete_failures=1))
+                return _error(rule, row.az)
+        took = jittered(cfg.delete_seconds, cfg.jitter, cfg.seed, machine_id, "delete")
+        conn.execute(_MARK_DELETING, {"b_seq": row.seq, "now": now, "gone": now + took})
+        self._add_usage(conn, row.project, row.az, Quota(1, row.vcpus, row.ram_mb), -1)
+        return None
+
+    def _restart(
+        self, conn: Connection, machine_id: str, image: str | None, op: Op
+    ) -> DriverError | None:
+        snap = self._load(conn)
+        cfg = snap.config
+        now = cfg.sim_now(self._clock.now())
+        row = conn.execute(_BY_ID, {"mid": machine_id}).first()
+        s = view(row, now) if row is not None else None
+        if row is None or s is None:
+            return PermanentError(f"server {machine_id} does not exist in the sim cloud")
+        if s.state is MachineState.DELETING:
+            return PermanentError(f"server {machine_id} is being deleted")
+        rules = [r for r in snap.faults if _matches(r, op, row.az, s.tags, row.flavor)]
+        err = self._fire_first(conn, cfg, rules, machine_id, row.az)
+        if err is not None:
+            return err
+        if s.state is MachineState.BUILDING and image in (None, row.image):
+            return None  # the same operation is already under way
+        mean = cfg.boot_seconds / 4 if op is Op.REBOOT else cfg.boot_seconds
+        took = jittered(mean, cfg.jitter, cfg.seed, machine_id, str(op), now)
+        values: dict[str, Any] = {"ready_at": now + took, "fault": None}
+        if image is not None:
+            values["image"] = image
+        conn.execute(update(_S).where(_S.c.seq == row.seq).values(**values))
+        return None
+
+    # -- helpers ---------------------------------------------------------------
+
+    def _fires(
+        self, conn: Connection, cfg: SimConfig, rule: FaultRule, key: str, per_try: bool
+    ) -> bool:
+        """Whether `rule` fires now; consumes one of its `count` if it does (atomically).
+
+        per_try: roll the odds again on every attempt (transient faults clear on
+        retry); otherwise once per machine (a machine is faulty or it is not)."""
+        f = tables.faults
+        if rule.probability < 1.0:
+            seen: int | None = 0
+            if per_try:
+                seen = conn.execute(
+                    update(f).where(f.c.id == rule.id).values(seen=f.c.seen + 1).returning(f.c.seen)
+                ).scalar()
+                if seen is None:
+                    return False  # removed meanwhile
+            if unit(cfg.seed, "fault", rule.id, key, seen) >= rule.probability:
+                return False
+        stmt = update(f).where(f.c.id == rule.id).values(fired=f.c.fired + 1)
+        if rule.count is not None:
+            stmt = stmt.where(f.c.fired < rule.count)
+        return conn.execute(stmt).rowcount == 1
+
+    def _fire_first(
+        self, conn: Connection, cfg: SimConfig, rules: list[FaultRule], key: str, az: str | None
+    ) -> DriverError | None:
+        for rule in rules:
+            if self._fires(conn, cfg, rule, key, True):
+                return _error(rule, az)
+        return None
+
+    def _take_token(self, conn: Connection, cfg: SimConfig, now: float) -> DriverError | None:
+        """The create rate limit: a token bucket shared by every process (429 when empty)."""
+        rate = cfg.rate_limit_per_s
+        if rate <= 0:
+            return None
+        m = tables.meta
+        tokens, at = conn.execute(select(m.c.bucket_tokens, m.c.bucket_at).where(m.c.id == 1)).one()
+        tokens = min(max(1.0, rate), tokens + max(0.0, now - at) * rate)
+        ok = tokens >= 1.0
+        conn.execute(update(m).where(m.c.id == 1).values(bucket_tokens=tokens - ok, bucket_at=now))
+        if ok:
+            return None
+        return TransientError(
+            f"Too Many Requests (HTTP 429): the sim cloud accepts {rate:g} creates per second",
+            retry_after=cfg.real_seconds((1.0 - tokens) / rate),
+        )
+
+    def _usage(
+        self, conn: Connection, cfg: SimConfig, project: str
+    ) -> dict[tuple[str, str], Quota]:
+        """Usage of `project` and of every zone, locked until commit (on PostgreSQL)."""
+        rows = conn.execute(_USAGE, {"p": project}).all()
+        got = {(r.scope, r.key): Quota(r.instances, r.cores, r.ram_mb) for r in rows}
+        keys = [("project", project), *(("az", z) for z in cfg.availability_zones)]
+        missing = [k for k in keys if k not in got]
+        if missing:  # first use of a project or zone; another process may race us
+            ins = (pg_insert if conn.dialect.name == "postgresql" else sqlite_insert)(_U)
+            conn.execute(
+                ins.on_conflict_do_nothing(),
+                [dict(scope=s, key=k, instances=0, cores=0, ram_mb=0) for s, k in missing],
+            )
+            rows = conn.execute(_USAGE, {"p": project}).all()
+            got = {(r.scope, r.key): Quota(r.instances, r.cores, r.ram_mb) for r in rows}
+        return got
+
+    def _add_usage(self, conn: Connection, project: str, az: str, q: Quota, sign: int) -> None:
+        d = dict(di=sign * q.instances, dc=sign * q.cores, dr=sign * q.ram_mb)
+        # az before project: the same order as _USAGE locks them, so no deadlock
+        conn.execute(_ADD_USAGE, [dict(s="az", k=az, **d), dict(s="project", k=project, **d)])
+
+
+def _tags(row: Any) -> dict[str, str]:
+    return {
+        contract.TAG_CLUSTER: row.cluster,
+        contract.TAG_NODEGROUP: row.nodegroup,
+    }
+
+
+def _matches(
+    rule: FaultRule, op: Op, az: str | None, tags: Mapping[str, str], flavor: str = ""
+) -> bool:
+    cluster = tags.get(contract.TAG_CLUSTER, "")
+    return rule.matches(op, az, cluster, tags.get(contract.TAG_NODEGROUP, ""), flavor)
+
+
+def _error(rule: FaultRule, az: str | None) -> DriverError:
+    """The error an injected fault raises, shaped like Nova's."""
+    if rule.kind is FaultKind.QUOTA_EXCEEDED:
+        return BlockedError(rule.text, BlockedKind.QUOTA)
+    if rule.kind is FaultKind.NO_VALID_HOST:
+        where = f" (availability zone {az})" if az else ""
+        return BlockedError(rule.text + where, BlockedKind.NO_VALID_HOST, az=az)
+    status = rule.status or 500
+    text = rule.message or f"{_HTTP.get(status, 'Error')} (HTTP {status})"
+    retry = rule.retry_after if rule.retry_after is not None else (1.0 if status == 429 else None)
+    return TransientError(text, retry_after=retry)

@@ -1,0 +1,173 @@
+"""Cluster use cases: the four creation paths, update, delete, reads with derived counts."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from shoal.db import events
+from shoal.db.engine import Database
+from shoal.db.repo import clusters, nodegroups, quotas, templates
+from shoal.db.repo.paging import Page
+from shoal.db.tables import ClusterRow
+from shoal.db.types import utcnow
+from shoal.domain import jsonpatch, merge, specs
+from shoal.domain import model as m
+from shoal.domain import validation as v
+from shoal.domain.errors import Invalid, QuotaExceeded
+from shoal.services import resize
+from shoal.services.context import Caller
+from shoal.services.views import ClusterView, GroupView
+
+CREATE_KEYS = frozenset(specs.CLUSTER_ATTRS) | {
+    "name",
+    "cluster_template_id",
+    "from_cluster",
+    "node_groups",
+    "project_id",
+    "user_id",
+}
+# Magnum: node_count, health_status(_reason). shoal also takes what `openstack coe
+# cluster update` offers: master_count (default master group) and labels.
+PATCHABLE = frozenset(
+    {"node_count", "health_status", "health_status_reason", "master_count", "labels"}
+)
+
+
+def create(db: Database, caller: Caller, body: dict[str, Any], quota_default: int) -> m.Cluster:
+    """All attributes; from a template; from a cluster (clone); either plus overrides."""
+    v.reject_unknown("cluster", body, CREATE_KEYS)
+    name = (
+        v.name("name", body["name"], v.CLUSTER_NAME_MAX)
+        if body.get("name") is not None
+        else f"cluster-{secrets.token_hex(4)}"
+    )
+    request = specs.check_attrs("cluster", body, specs.CLUSTER_ATTRS)
+    if not caller.at_least(1, 10) and request.get("node_count") == 0:
+        raise Invalid("node_count 0 needs API microversion 1.10 or later", "node_count")
+    if body.get("cluster_template_id") is not None and body.get("from_cluster") is not None:
+        raise Invalid("give cluster_template_id or from_cluster, not both", "from_cluster")
+    request_attrs = {k: x for k, x in request.items() if x is not None}
+    group_request = {**request_attrs, "node_groups": body.get("node_groups")}
+    with db.write() as s:
+        _check_quota(s, caller.project_id, quota_default)
+        base: dict[str, Any] | None = None
+        source: list[merge.GroupPlan] = []
+        ct_id = source_id = None
+        if body.get("cluster_template_id") is not None:
+            ident = v.string("cluster_template_id", body["cluster_template_id"]) or ""
+            ct = templates.get_ct(s, caller.project_id, ident)
+            ct_id = ct.uuid
+            base = merge.template_to_cluster_attrs(ct.attrs)
+            source = merge.groups_from_templates(ct.node_group_templates)
+        elif body.get("from_cluster") is not None:
+            ident = v.string("from_cluster", body["from_cluster"]) or ""
+            src = clusters.find_row(s, caller.project_id, ident)
+            ct_id, source_id, base = src.cluster_template_id, src.uuid, dict(src.attrs or {})
+            source = merge.groups_from_cluster(nodegroups.of_cluster(s, src.uuid))
+        attrs = merge.cluster_attrs(base, request_attrs)
+        plans = merge.plan_groups(attrs, group_request, source, allow_zero=caller.at_least(1, 10))
+        cluster = clusters.insert(
+            s,
+            project_id=caller.project_id,
+            user_id=caller.user_id,
+            name=name,
+            attrs=attrs,
+            groups=plans,
+            cluster_template_id=ct_id,
+            source_id=source_id,
+        )
+        how = (
+            f"from template {ct_id}"
+            if ct_id and not source_id
+            else f"as a clone of {source_id}"
+            if source_id
+            else "from attributes"
+        )
+        events.record(
+            s,
+            cluster.uuid,
+            "CreateRequested",
+            f"cluster {name} requested {how} with node groups "
+            + ", ".join(f"{p.name} ({p.spec.role} x{p.spec.node_count})" for p in plans),
+        )
+        return cluster
+
+
+def _check_quota(s: Session, project_id: str, default: int) -> None:
+    row = quotas.find(s, project_id, quotas.CLUSTER)
+    limit = row.hard_limit if row is not None else default
+    if clusters.count_in_project(s, project_id) >= limit:
+        raise QuotaExceeded("You have reached the maximum clusters per project")
+
+
+def get(db: Database, caller: Caller, ident: str) -> ClusterView:
+    """A cluster with counts, addresses and short node group views."""
+    with db.read() as s:
+        c = clusters.get(s, caller.project_id, ident)
+        groups = nodegroups.of_cluster(s, c.uuid)
+        live = nodegroups.live(s, [g.uuid for g in groups])
+        workers, masters = clusters.addresses(s, c.uuid)
+        return ClusterView(
+            cluster=c,
+            counts=clusters.counts(s, [c.uuid])[c.uuid],
+            node_addresses=tuple(workers),
+            master_addresses=tuple(masters),
+            groups=tuple(GroupView(g, live[g.uuid]) for g in groups),
+        )
+
+
+def list_page(db: Database, caller: Caller, page: Page) -> list[ClusterView]:
+    with db.read() as s:
+        page_rows = clusters.list_page(s, caller.project_id, page)
+        counts = clusters.counts(s, [c.uuid for c in page_rows])
+        return [ClusterView(cluster=c, counts=counts[c.uuid]) for c in page_rows]
+
+
+def update(db: Database, caller: Caller, ident: str, patch: Any) -> m.Cluster:
+    """Magnum allows node_count (default worker group), health_status and its reason."""
+    with db.write() as s:
+        row = clusters.find_row(s, caller.project_id, ident, for_update=True)
+        current = {
+            "health_status_reason": dict(row.health_status_reason or {}),
+            "labels": dict((row.attrs or {}).get("labels") or {}),
+        }
+        changes = jsonpatch.apply(current, patch, PATCHABLE, kind="cluster")
+        now = utcnow()
+        if "health_status" in changes:
+            hs = changes["health_status"]
+            row.health_status = (
+                None if hs is None else v.choice("health_status", hs, specs.HEALTH_STATUSES)
+            )
+        if "health_status_reason" in changes:
+            row.health_status_reason = v.str_dict(
+                "health_status_reason", changes["health_status_reason"]
+            )
+        for key in ("node_count", "master_count"):
+            if key in changes and changes[key] is None:
+                raise Invalid(f"{key} cannot be removed", key)
+        if "labels" in changes:
+            labels = v.str_dict("labels", changes["labels"])
+            clusters.touch(s, row, "UPDATE_IN_PROGRESS", now, attrs={**row.attrs, "labels": labels})
+        if "node_count" in changes:
+            resize.resize(s, caller, row, {"node_count": changes["node_count"]}, now)
+        if "master_count" in changes:
+            master = resize.default_group(s, row, master=True)
+            body = {"node_count": changes["master_count"], "nodegroup": master.uuid}
+            resize.resize(s, caller, row, body, now)
+        row.updated_at = now
+        return clusters.get(s, caller.project_id, row.uuid)
+
+
+def delete(db: Database, caller: Caller, ident: str) -> None:
+    """Mark the cluster and its groups deleting; the conductor removes machines, then rows."""
+    with db.write() as s:
+        row = clusters.find_row(s, caller.project_id, ident, for_update=True)
+        clusters.mark_deleting(s, row, utcnow())
+        events.record(s, row.uuid, "DeleteRequested", f"cluster {row.name} delete requested")
+
+
+def find_row(s: Session, caller: Caller, ident: str) -> ClusterRow:
+    return clusters.find_row(s, caller.project_id, ident)

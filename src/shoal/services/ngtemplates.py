@@ -1,0 +1,69 @@
+"""Node group template use cases: create (from attributes or a node group), update, delete."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from shoal.db.engine import Database
+from shoal.db.repo import nodegroups, templates
+from shoal.db.repo.paging import Page
+from shoal.domain import jsonpatch, merge, specs
+from shoal.domain import model as m
+from shoal.domain import validation as v
+from shoal.services.context import Caller
+
+CREATE_KEYS = specs.NODEGROUP_KEYS | {"name", "from_nodegroup", "project_id"}
+PATCHABLE = specs.NODEGROUP_KEYS | {"name"}
+
+
+def create(db: Database, caller: Caller, body: dict[str, Any]) -> m.NodeGroupTemplate:
+    """All attributes, or `from_nodegroup` (a node group uuid of the project) + overrides."""
+    v.reject_unknown("nodegrouptemplate", body, CREATE_KEYS)
+    name = v.name("name", body["name"]) if body.get("name") is not None else None
+    overrides = {k: x for k, x in body.items() if k in specs.NODEGROUP_KEYS}
+    with db.write() as s:
+        base = m.NodeGroupSpec()
+        source_id = None
+        if body.get("from_nodegroup") is not None:
+            ident = v.string("from_nodegroup", body["from_nodegroup"]) or ""
+            row = nodegroups.find_any_row(s, caller.project_id, ident)
+            base, source_id = nodegroups.spec_of(row), row.uuid
+            name = name or row.name
+        spec = merge.ngt_spec(base, overrides)
+        return templates.insert_ngt(
+            s,
+            project_id=caller.project_id,
+            name=name or f"ngt-{secrets.token_hex(4)}",
+            spec=spec,
+            source_id=source_id,
+        )
+
+
+def get(db: Database, caller: Caller, ident: str) -> m.NodeGroupTemplate:
+    with db.read() as s:
+        return templates.get_ngt(s, caller.project_id, ident)
+
+
+def list_page(db: Database, caller: Caller, page: Page) -> list[m.NodeGroupTemplate]:
+    with db.read() as s:
+        return templates.list_ngts(s, caller.project_id, page)
+
+
+def update(db: Database, caller: Caller, ident: str, patch: Any) -> m.NodeGroupTemplate:
+    with db.write() as s:
+        row = templates.find_ngt_row(s, caller.project_id, ident)
+        ngt = templates.get_ngt(s, caller.project_id, row.uuid)
+        current = {**specs.spec_as_attrs(ngt.spec), "name": row.name}
+        changes = jsonpatch.apply(current, patch, PATCHABLE, kind="nodegrouptemplate")
+        name = v.name("name", changes.pop("name")) if "name" in changes else row.name
+        defaults = specs.spec_as_attrs(m.NodeGroupSpec())
+        attrs = {k: (defaults.get(k) if x is None else x) for k, x in changes.items()}
+        spec = merge.ngt_spec(ngt.spec, attrs)
+        return templates.update_ngt(s, row, name, spec)
+
+
+def delete(db: Database, caller: Caller, ident: str) -> None:
+    with db.write() as s:
+        row = templates.find_ngt_row(s, caller.project_id, ident)
+        s.delete(row)

@@ -1,0 +1,164 @@
+"""Node group use cases: create (attributes, NGT, another group, + overrides), update, delete."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from shoal.db import convert, events
+from shoal.db.engine import Database
+from shoal.db.repo import clusters, nodegroups, templates
+from shoal.db.repo.paging import Page
+from shoal.db.types import utcnow
+from shoal.domain import jsonpatch, merge, specs
+from shoal.domain import model as m
+from shoal.domain import validation as v
+from shoal.domain.errors import Conflict, Invalid, NotFound
+from shoal.services.context import Caller
+from shoal.services.views import GroupView
+
+CREATE_KEYS = specs.NODEGROUP_KEYS | {
+    "name",
+    "nodegroup_template_id",
+    "from_nodegroup",
+    "project_id",
+}
+PATCHABLE = frozenset(
+    {
+        "min_node_count",
+        "max_node_count",
+        "node_labels",
+        "node_taints",
+        "labels",
+        "availability_zones",
+        "deletion_policy",
+        "rollout",
+        "health_policy",
+        "image_id",
+        "flavor_id",
+    }
+)
+NEEDS_1_14 = ("node_labels", "node_taints")
+
+
+def _gate_114(caller: Caller, keys: Any) -> None:
+    if not caller.at_least(1, 14):
+        for k in NEEDS_1_14:
+            if k in keys:
+                raise Invalid(f"{k} needs API microversion 1.14 or later", k)
+
+
+def create(db: Database, caller: Caller, cluster_ident: str, body: dict[str, Any]) -> GroupView:
+    v.reject_unknown("nodegroup", body, CREATE_KEYS)
+    _gate_114(caller, body)
+    if body.get("name") is None:
+        raise Invalid("name is required", "name")
+    name = v.name("name", body["name"])
+    overrides = {k: x for k, x in body.items() if k in specs.NODEGROUP_KEYS}
+    if overrides.get("role") == m.ROLE_MASTER:
+        raise Invalid("Creating master nodegroups is currently not supported.", "role")
+    with db.write() as s:
+        cluster = clusters.find_row(s, caller.project_id, cluster_ident, for_update=True)
+        if cluster.deleting:
+            raise Conflict(f"Cluster {cluster.name} is being deleted")
+        base, source_id = m.NodeGroupSpec(), None
+        if body.get("nodegroup_template_id") is not None:
+            ident = v.string("nodegroup_template_id", body["nodegroup_template_id"]) or ""
+            ngt = templates.get_ngt(s, caller.project_id, ident)
+            base, source_id = ngt.spec, ngt.uuid
+        elif body.get("from_nodegroup") is not None:
+            ident = str(v.literal(body["from_nodegroup"]))
+            try:
+                src = nodegroups.find_row(s, cluster.uuid, ident)
+            except NotFound:
+                src = nodegroups.find_any_row(s, caller.project_id, ident)
+            base, source_id = nodegroups.spec_of(src), src.uuid
+        if base.role == m.ROLE_MASTER and "role" not in overrides:
+            base = dataclasses.replace(base, role=m.ROLE_WORKER)
+        spec = specs.apply_ng_attrs(base, overrides)
+        plan = merge.fill_from_cluster(
+            merge.GroupPlan(name, spec, source_id=source_id), cluster.attrs or {}
+        )
+        v.counts(plan.spec, allow_zero=caller.at_least(1, 10))
+        if not plan.spec.image_id:
+            raise Invalid("image_id is required", "image_id")
+        if any(g.name == name for g in nodegroups.of_cluster(s, cluster.uuid)):
+            raise Conflict(f"A node group with name {name} already exists in the cluster")
+        now = utcnow()
+        group = nodegroups.insert(s, cluster, plan, now=now)
+        clusters.touch(s, cluster, "UPDATE_IN_PROGRESS", now)
+        events.record(
+            s,
+            cluster.uuid,
+            "NodeGroupCreateRequested",
+            f"node group {name} ({plan.spec.role} x{plan.spec.node_count}) requested",
+            nodegroup_uuid=group.uuid,
+        )
+        return GroupView(group)
+
+
+def get(db: Database, caller: Caller, cluster_ident: str, ident: str) -> GroupView:
+    with db.read() as s:
+        cluster = clusters.find_row(s, caller.project_id, cluster_ident)
+        row = nodegroups.find_row(s, cluster.uuid, ident)
+        group = convert.nodegroup_from_row(row)
+        live = nodegroups.live(s, [row.uuid])[row.uuid]
+        return GroupView(group, live, tuple(nodegroups.addresses(s, row.uuid)))
+
+
+def list_page(
+    db: Database, caller: Caller, cluster_ident: str, page: Page, role: str | None
+) -> list[GroupView]:
+    with db.read() as s:
+        cluster = clusters.find_row(s, caller.project_id, cluster_ident)
+        groups = nodegroups.list_page(s, cluster.uuid, page, role)
+        live = nodegroups.live(s, [g.uuid for g in groups])
+        return [GroupView(g, live[g.uuid]) for g in groups]
+
+
+def update(db: Database, caller: Caller, cluster_ident: str, ident: str, patch: Any) -> GroupView:
+    """min/max, node labels and taints (Magnum), plus shoal's policies, AZs, image, flavor."""
+    with db.write() as s:
+        cluster = clusters.find_row(s, caller.project_id, cluster_ident, for_update=True)
+        row = nodegroups.find_row(s, cluster.uuid, ident, for_update=True)
+        spec = nodegroups.spec_of(row)
+        current = specs.spec_as_attrs(spec)
+        changes = jsonpatch.apply(current, patch, PATCHABLE, kind="nodegroup")
+        _gate_114(caller, changes)
+        if row.deleting:
+            raise Conflict(f"NodeGroup {row.name} is being deleted")
+        defaults = specs.spec_as_attrs(m.NodeGroupSpec())
+        attrs = {k: (defaults.get(k) if x is None else x) for k, x in changes.items()}
+        new = specs.apply_ng_attrs(spec, attrs)
+        v.counts(new, allow_zero=caller.at_least(1, 10))
+        now = utcnow()
+        group = nodegroups.write_spec(s, row, new, "UPDATE_IN_PROGRESS", now)
+        clusters.touch(s, cluster, "UPDATE_IN_PROGRESS", now)
+        events.record(
+            s,
+            cluster.uuid,
+            "NodeGroupUpdateRequested",
+            f"node group {row.name}: {', '.join(sorted(changes))} changed",
+            nodegroup_uuid=row.uuid,
+        )
+        return GroupView(group)
+
+
+def delete(db: Database, caller: Caller, cluster_ident: str, ident: str) -> None:
+    with db.write() as s:
+        cluster = clusters.find_row(s, caller.project_id, cluster_ident, for_update=True)
+        row = nodegroups.find_row(s, cluster.uuid, ident, for_update=True)
+        if row.is_default:
+            raise Invalid(
+                f"Deleting a default nodegroup is not supported ({row.name})", "nodegroup"
+            )
+        now = utcnow()
+        nodegroups.touch(s, row, "DELETE_IN_PROGRESS", now, deleting=True)
+        clusters.touch(s, cluster, "UPDATE_IN_PROGRESS", now)
+        events.record(
+            s,
+            cluster.uuid,
+            "NodeGroupDeleteRequested",
+            f"node group {row.name} delete requested",
+            nodegroup_uuid=row.uuid,
+        )

@@ -1,0 +1,171 @@
+"""Resize (with targeted removal) and upgrade: the service resolves which nodes go.
+
+`nodes_to_remove` entries (node uuid = server id, provider id, node name,
+address, or integer index into the group's nodes by creation) become `to_delete`
+marks in the same transaction that sets the new count; the conductor deletes
+exactly those and never another one in their place.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from shoal.db import events
+from shoal.db.engine import Database
+from shoal.db.repo import clusters, nodegroups, nodes, templates
+from shoal.db.tables import ClusterRow, NodeGroupRow
+from shoal.db.types import utcnow
+from shoal.domain import model as m
+from shoal.domain import validation as v
+from shoal.domain.errors import Conflict, Invalid, NotFound, Unsupported
+from shoal.services.context import Caller
+
+RESIZE_KEYS = frozenset({"node_count", "nodes_to_remove", "nodegroup"})
+UPGRADE_KEYS = frozenset({"cluster_template", "max_batch_size", "nodegroup"})
+
+
+def default_group(s: Session, cluster: ClusterRow, *, master: bool = False) -> NodeGroupRow:
+    """The cluster's default worker (or master) group."""
+    for g in nodegroups.of_cluster(s, cluster.uuid):
+        if g.is_default and (g.spec.role == m.ROLE_MASTER) == master and not g.deleting:
+            return nodegroups.find_row(s, cluster.uuid, g.uuid, for_update=True)
+    raise NotFound("NodeGroup", m.DEFAULT_MASTER_GROUP if master else m.DEFAULT_WORKER_GROUP)
+
+
+def _group(s: Session, cluster: ClusterRow, ident: Any) -> NodeGroupRow:
+    if ident is None:
+        return default_group(s, cluster)
+    if isinstance(ident, int) and not isinstance(ident, bool):
+        ident = str(ident)
+    return nodegroups.find_row(s, cluster.uuid, v.string("nodegroup", ident) or "", for_update=True)
+
+
+def match_nodes(group_nodes: list[m.Node], entries: list[str]) -> list[m.Node]:
+    """The nodes named by `entries`; Invalid naming the first entry that matches none."""
+    keys: dict[str, m.Node] = {}
+    for n in group_nodes:
+        for k in (n.uuid, n.provider_id, n.name, n.address):
+            if k:
+                keys.setdefault(k, n)
+    out: dict[str, m.Node] = {}
+    for e in entries:
+        node = keys.get(e)
+        if node is None and e.strip().isdigit() and int(e) < len(group_nodes):
+            node = group_nodes[int(e)]
+        if node is None:
+            raise Invalid(
+                f"nodes_to_remove: {e!r} is not a node of this node group", "nodes_to_remove"
+            )
+        out[node.uuid] = node
+    return list(out.values())
+
+
+def resize(
+    s: Session, caller: Caller, cluster: ClusterRow, body: dict[str, Any], now: datetime
+) -> m.NodeGroup:
+    """Set a group's count, marking named nodes for removal, in the caller's transaction."""
+    v.reject_unknown("resize", body, RESIZE_KEYS)
+    if "node_count" not in body:
+        raise Invalid("node_count is required", "node_count")
+    lowest = 0 if caller.at_least(1, 10) else 1
+    count = v.integer("node_count", body["node_count"], lo=lowest)
+    raw = v.literal(body.get("nodes_to_remove")) or []
+    if isinstance(raw, str):
+        raw = [raw]
+    if not isinstance(raw, list) or not all(isinstance(x, str | int) for x in raw):
+        raise Invalid("nodes_to_remove must be a list of strings", "nodes_to_remove")
+    entries = [str(x) for x in raw]
+    if cluster.deleting:
+        raise Conflict(f"Cluster {cluster.name} is being deleted")
+    row = _group(s, cluster, body.get("nodegroup"))
+    if row.deleting:
+        raise Conflict(f"NodeGroup {row.name} is being deleted")
+    spec = nodegroups.spec_of(row)
+    if spec.role == m.ROLE_MASTER and count < 1:
+        raise Invalid("cannot remove the last master of a cluster", "node_count")
+    if count < spec.min_node_count or (
+        spec.max_node_count is not None and count > spec.max_node_count
+    ):
+        hi = "unbounded" if spec.max_node_count is None else str(spec.max_node_count)
+        raise Conflict(
+            f"Resizing {row.name} outside the allowed range: min_node_count = "
+            f"{spec.min_node_count}, max_node_count = {hi}, node_count = {count}"
+        )
+    doomed = match_nodes(nodes.of_group(s, row.uuid), entries) if entries else []
+    nodes.mark_to_delete(s, [n.uuid for n in doomed])
+    group = nodegroups.write_spec(
+        s, row, dataclasses.replace(spec, node_count=count), "UPDATE_IN_PROGRESS", now
+    )
+    if not cluster.deleting:
+        clusters.touch(s, cluster, "UPDATE_IN_PROGRESS", now)
+    removed = f", removing {', '.join(n.name for n in doomed)}" if doomed else ""
+    events.record(
+        s,
+        cluster.uuid,
+        "ResizeRequested",
+        f"node group {row.name}: node_count {spec.node_count} -> {count}{removed}",
+        nodegroup_uuid=row.uuid,
+    )
+    return group
+
+
+def resize_cluster(db: Database, caller: Caller, ident: str, body: dict[str, Any]) -> str:
+    """POST /actions/resize; returns the cluster uuid."""
+    with db.write() as s:
+        cluster = clusters.find_row(s, caller.project_id, ident, for_update=True)
+        resize(s, caller, cluster, body, utcnow())
+        return cluster.uuid
+
+
+def upgrade_cluster(db: Database, caller: Caller, ident: str, body: dict[str, Any]) -> str:
+    """Move node groups to the image and COE version of another template (a rollout)."""
+    if caller.version == (1, 7):
+        raise Unsupported("upgrade is not supported at API microversion 1.7", "version")
+    v.reject_unknown("upgrade", body, UPGRADE_KEYS)
+    if body.get("cluster_template") is None:
+        raise Invalid("cluster_template is required", "cluster_template")
+    target = v.string("cluster_template", body["cluster_template"]) or ""
+    batch = v.integer("max_batch_size", body.get("max_batch_size", 1), lo=1)
+    with db.write() as s:
+        cluster = clusters.find_row(s, caller.project_id, ident, for_update=True)
+        if cluster.deleting:
+            raise Conflict(f"Cluster {cluster.name} is being deleted")
+        ct = templates.get_ct(s, caller.project_id, target)
+        image = ct.attrs.get("image_id")
+        version = ct.attrs.get("coe_version") or (ct.attrs.get("labels") or {}).get("kube_tag")
+        now = utcnow()
+        rows = (
+            [_group(s, cluster, body["nodegroup"])]
+            if body.get("nodegroup") is not None
+            else [
+                nodegroups.find_row(s, cluster.uuid, g.uuid, for_update=True)
+                for g in nodegroups.of_cluster(s, cluster.uuid)
+                if not g.deleting
+            ]
+        )
+        for row in rows:
+            spec = nodegroups.spec_of(row)
+            new = dataclasses.replace(
+                spec, image_id=image or spec.image_id, coe_version=version or spec.coe_version
+            )
+            nodegroups.write_spec(s, row, new, "UPDATE_IN_PROGRESS", now)
+        attrs = dict(cluster.attrs or {})
+        if image:
+            attrs["image_id"] = image
+        if version:
+            attrs["coe_version"] = version
+        clusters.touch(
+            s, cluster, "UPDATE_IN_PROGRESS", now, attrs=attrs, cluster_template_id=ct.uuid
+        )
+        events.record(
+            s,
+            cluster.uuid,
+            "UpgradeRequested",
+            f"upgrade to template {ct.name} (image {image}, version {version}) of "
+            f"{', '.join(r.name for r in rows)}; max_batch_size {batch}",
+        )
+        return cluster.uuid

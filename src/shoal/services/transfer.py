@@ -1,0 +1,146 @@
+"""Move a whole deployment from one database to another (SQLite -> PostgreSQL).
+
+A small start (one process, SQLite) grows into HA (PostgreSQL, several
+conductors) by copying every row — resources, nodes, events, leases-free state
+and the sim cloud's world — into an empty target that carries the same schema,
+then comparing every row of every table. Nothing is deleted from the source.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Table, func, inspect, select, text
+
+from shoal.db.engine import Database
+from shoal.db.tables import Base, LeaseRow
+from shoal.db.types import utcnow
+from shoal.domain.errors import Conflict, Invalid
+from shoal.drivers.sim import tables as sim_tables
+
+BATCH = 2000
+Progress = Callable[[str], None]
+
+
+@dataclass
+class TransferReport:
+    """Rows copied and verified, per table."""
+
+    rows: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return sum(self.rows.values())
+
+
+def _tables() -> list[Table]:
+    """Every table to move, parents before children."""
+    return [*Base.metadata.sorted_tables, *sim_tables.metadata.sorted_tables]
+
+
+def _existing(db: Database) -> set[str]:
+    return set(inspect(db.engine).get_table_names())
+
+
+def _rows(db: Database, table: Table) -> Iterator[Any]:
+    order = list(table.primary_key.columns)
+    with db.engine.connect() as conn:
+        result = conn.execution_options(yield_per=BATCH).execute(select(table).order_by(*order))
+        yield from result
+
+
+def _check_source_idle(source: Database) -> None:
+    with source.read() as s:
+        held = s.scalars(select(LeaseRow).where(LeaseRow.expires_at > utcnow())).first()
+    if held is not None:
+        raise Conflict(
+            f"a conductor still works on the source ({held.holder} holds {held.resource} "
+            f"until {held.expires_at:%H:%M:%S} UTC); stop every shoal process, then migrate"
+        )
+
+
+def _check_target_empty(target: Database) -> None:
+    with target.engine.connect() as conn:
+        for table in _tables():
+            if conn.execute(select(func.count()).select_from(table)).scalar_one():
+                raise Conflict(
+                    f"the target already holds data (table {table.name}); "
+                    "migrate into an empty database"
+                )
+
+
+def _reset_sequences(target: Database) -> None:
+    """After explicit ids were inserted, PostgreSQL sequences must move past them."""
+    if target.dialect != "postgresql":
+        return
+    with target.engine.begin() as conn:
+        for table in _tables():
+            for col in table.primary_key.columns:
+                if col.autoincrement is not False and col.type.python_type is int:
+                    conn.execute(
+                        text(
+                            f"SELECT setval(pg_get_serial_sequence('{table.name}', '{col.name}'), "
+                            f"COALESCE(MAX({col.name}), 1), MAX({col.name}) IS NOT NULL) "
+                            f"FROM {table.name}"
+                        )
+                    )
+
+
+def copy_database(source_url: str, target_url: str, progress: Progress = print) -> TransferReport:
+    """Copy every row from source to an empty target, then verify row by row."""
+    source, target = Database(source_url), Database(target_url)
+    if source.url == target.url:
+        raise Invalid("source and target are the same database", field="to")
+    try:
+        source.upgrade()
+        _check_source_idle(source)
+        target.upgrade()
+        sim_tables.metadata.create_all(target.engine)
+        _check_target_empty(target)
+        present = _existing(source)
+        report = TransferReport()
+        for table in _tables():
+            if table.name not in present:
+                continue
+            n = 0
+            batch: list[dict[str, Any]] = []
+            with target.engine.begin() as conn:
+                for row in _rows(source, table):
+                    batch.append(dict(row._mapping))
+                    if len(batch) >= BATCH:
+                        conn.execute(table.insert(), batch)
+                        n += len(batch)
+                        batch = []
+                if batch:
+                    conn.execute(table.insert(), batch)
+                    n += len(batch)
+            report.rows[table.name] = n
+            progress(f"copied {n:>7} rows of {table.name}")
+        _reset_sequences(target)
+        verify(source, target, [t for t in _tables() if t.name in present], progress)
+        return report
+    finally:
+        source.close()
+        target.close()
+
+
+def verify(source: Database, target: Database, tables: list[Table], progress: Progress) -> None:
+    """Compare every row of every table; raise Conflict naming the first difference."""
+    for table in tables:
+        n = 0
+        for a, b in _zip_rows(_rows(source, table), _rows(target, table)):
+            if a != b:
+                raise Conflict(f"row differs in {table.name}: source {a!r} target {b!r}")
+            n += 1
+        progress(f"verified {n:>7} rows of {table.name}")
+
+
+def _zip_rows(a: Iterator[Any], b: Iterator[Any]) -> Iterator[tuple[Any, Any]]:
+    sentinel = object()
+    while True:
+        x, y = next(a, sentinel), next(b, sentinel)
+        if x is sentinel and y is sentinel:
+            return
+        yield (None if x is sentinel else tuple(x)), (None if y is sentinel else tuple(y))

@@ -1,0 +1,160 @@
+"""One typed settings tree, built once at the entry point and passed down.
+
+Every option has a default, bounds and help text. Environment variables named
+`SHOAL_<FIELD>` (for nested trees `SHOAL_<TREE>_<FIELD>`, e.g.
+`SHOAL_SIM_TIME_SCALE`) override the defaults. Nothing reads the environment
+after `Settings.from_env()`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class SettingsError(ValueError):
+    """A setting has a value outside its bounds; the message names it."""
+
+
+def _opt(default: Any, help: str, lo: float | None = None, hi: float | None = None) -> Any:
+    return field(default=default, metadata={"help": help, "lo": lo, "hi": hi})
+
+
+def default_data_dir() -> Path:
+    """Per-user data directory: $XDG_DATA_HOME/shoal, else ~/.local/share/shoal."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "shoal"
+
+
+@dataclass(frozen=True)
+class SimSettings:
+    """The simulated cloud (driver `sim`)."""
+
+    seed: int = _opt(42, "random seed: the same seed gives the same world and timings")
+    time_scale: float = _opt(
+        1.0, "time compression: 100 makes a 20 s boot take 0.2 s", lo=0.001, hi=1_000_000
+    )
+    boot_seconds: float = _opt(20.0, "mean simulated boot time (simulated seconds)", lo=0)
+    delete_seconds: float = _opt(5.0, "mean simulated delete time (simulated seconds)", lo=0)
+    api_latency_ms: float = _opt(50.0, "mean simulated latency of one API call", lo=0)
+    jitter: float = _opt(0.2, "relative jitter on every latency (0.2 = +/-20%)", lo=0, hi=1)
+    rate_limit_per_s: float = _opt(
+        0.0, "create calls per simulated second before 429 (0 = unlimited)", lo=0
+    )
+    database_url: str | None = _opt(
+        None, "where the sim keeps its world; default: beside shoal's own database"
+    )
+
+
+@dataclass(frozen=True)
+class ConductorSettings:
+    """The reconcile loop."""
+
+    workers: int = _opt(8, "threads reconciling resources in parallel", lo=1, hi=256)
+    driver_concurrency: int = _opt(32, "parallel driver calls per process", lo=1, hi=1024)
+    lease_seconds: float = _opt(15.0, "a claim on a resource expires after this", lo=1, hi=3600)
+    poll_seconds: float = _opt(1.0, "idle wake-up period when nothing notifies", lo=0.01, hi=60)
+    listen_poll_seconds: float = _opt(
+        10.0, "idle safety-net period while LISTEN/NOTIFY wakes it (PostgreSQL)", lo=0.01, hi=600
+    )
+    requeue_seconds: float = _opt(2.0, "re-check period of a resource still in progress", lo=0.01)
+    backoff_max_seconds: float = _opt(60.0, "upper bound of retry backoff", lo=0.1)
+    sweep_seconds: float = _opt(60.0, "period of the orphan sweeper", lo=1)
+    driver_rate_per_s: float = _opt(
+        0.0, "driver calls per second per process (0 = unlimited); 429s slow it further", lo=0
+    )
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a shoal process needs to know, with defaults for the embedded setup."""
+
+    data_dir: Path = _opt(default_data_dir(), "directory for the embedded SQLite database")
+    database_url: str | None = _opt(
+        None, "SQLAlchemy URL; default sqlite in data_dir (postgresql://... for HA)"
+    )
+    host: str = _opt("127.0.0.1", "address the API listens on")
+    port: int = _opt(9511, "port the API listens on", lo=0, hi=65535)
+    public_url: str | None = _opt(None, "base URL used in links; default from the request")
+    driver: str = _opt("sim", "cloud driver: sim")
+    conductor: bool = _opt(True, "run the conductor inside `shoal serve`")
+    default_project: str = _opt("default", "project of requests without X-Project-Id")
+    quota_clusters: int = _opt(20, "clusters per project (Magnum's default)", lo=0)
+    page_limit: int = _opt(1000, "default and maximum page size", lo=1, hi=100_000)
+    sim: SimSettings = field(default_factory=SimSettings)
+    conductor_settings: ConductorSettings = field(default_factory=ConductorSettings)
+
+    @property
+    def db_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{self.data_dir / 'shoal.db'}"
+
+    @property
+    def sim_db_url(self) -> str:
+        if self.sim.database_url:
+            return self.sim.database_url
+        return self.db_url
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Defaults, then `SHOAL_*` variables, then explicit keyword overrides."""
+        env = os.environ if env is None else env
+        sim = _from_env(SimSettings, env, "SHOAL_SIM_", overrides.pop("sim", {}))
+        cond = _from_env(
+            ConductorSettings, env, "SHOAL_CONDUCTOR_", overrides.pop("conductor_settings", {})
+        )
+        settings: Settings = _from_env(
+            cls, env, "SHOAL_", overrides, sim=sim, conductor_settings=cond
+        )
+        return settings
+
+
+def _from_env(
+    cls: type[Any], env: Mapping[str, str], prefix: str, overrides: Mapping[str, Any], **fixed: Any
+) -> Any:
+    values: dict[str, Any] = dict(fixed)
+    for f in dataclasses.fields(cls):
+        if f.name in fixed:
+            continue
+        key = prefix + f.name.upper()
+        if f.name in overrides:
+            values[f.name] = overrides[f.name]
+        elif key in env:
+            values[f.name] = _parse(f, env[key], key)
+    obj = cls(**values)
+    for f in dataclasses.fields(cls):
+        lo, hi = f.metadata.get("lo"), f.metadata.get("hi")
+        v = getattr(obj, f.name)
+        numeric = isinstance(v, int | float) and not isinstance(v, bool)
+        if numeric and ((lo is not None and v < lo) or (hi is not None and v > hi)):
+            raise SettingsError(
+                f"{prefix}{f.name.upper()}={v} is out of bounds [{lo}, {hi}]: "
+                f"{f.metadata.get('help')}"
+            )
+    return obj
+
+
+def _parse(f: dataclasses.Field[Any], raw: str, key: str) -> Any:
+    kind = str(f.type)
+    try:
+        if kind == "bool":
+            if raw.lower() in ("1", "true", "yes", "on"):
+                return True
+            if raw.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(raw)
+        if kind == "int":
+            return int(raw)
+        if kind == "float":
+            return float(raw)
+        if kind == "Path":
+            return Path(raw)
+        return raw or None if "None" in kind else raw
+    except ValueError as exc:
+        help_text = f.metadata.get("help")
+        raise SettingsError(f"{key}={raw!r} is not a valid {kind}: {help_text}") from exc
