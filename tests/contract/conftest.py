@@ -1,0 +1,88 @@
+"""The driver contract suite's fixtures: one harness per driver under test.
+
+To run the suite against a new driver, write a factory that returns a
+`DriverHarness` (the driver, a way to let time pass, and names of a flavor,
+image and zone it knows) and add it to FACTORIES. Factories may skip (for
+example when libvirt is not installed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from shoal.drivers import contract
+from shoal.drivers.sim.clock import ManualClock
+from shoal.drivers.sim.driver import SimDriver
+from shoal.drivers.sim.world import SimWorld
+from shoal.settings import SimSettings
+from tests.contract.harness import DriverHarness
+from tests.support.databases import throwaway_pg
+
+
+def sim_factory(tmp_path: Path) -> DriverHarness:
+    """The sim with a manual clock: booting takes simulated time but no real time."""
+    clock = ManualClock()
+    settings = SimSettings(boot_seconds=20, delete_seconds=5, api_latency_ms=50, jitter=0.2)
+    world = SimWorld.open(f"sqlite:///{tmp_path / 'sim.db'}", settings, clock=clock)
+    return DriverHarness(
+        driver=SimDriver(world),
+        flavor="m1.small",
+        image="fedora-coreos-40",
+        other_image="ubuntu-24.04",
+        zone="az-1",
+        advance=clock.advance,
+        close=world.close,
+    )
+
+
+def sim_postgresql_factory(tmp_path: Path) -> DriverHarness:
+    """The sim on a throwaway PostgreSQL database (skips when the server is unreachable)."""
+    stack = contextlib.ExitStack()
+    url = stack.enter_context(throwaway_pg())
+    clock = ManualClock()
+    world = SimWorld.open(url, SimSettings(boot_seconds=20, delete_seconds=5), clock=clock)
+
+    def close() -> None:
+        world.close()
+        stack.close()
+
+    return DriverHarness(
+        driver=SimDriver(world),
+        flavor="m1.small",
+        image="fedora-coreos-40",
+        other_image="ubuntu-24.04",
+        zone="az-2",
+        advance=clock.advance,
+        close=close,
+    )
+
+
+def real_time(seconds: float) -> None:
+    """`advance` for drivers of real clouds: time passes by waiting."""
+    time.sleep(seconds)
+
+
+FACTORIES: dict[str, Callable[[Path], DriverHarness]] = {
+    "sim": sim_factory,
+    "sim-postgresql": sim_postgresql_factory,
+}
+MARKS = {"sim-postgresql": [pytest.mark.postgres]}
+
+
+@pytest.fixture(params=[pytest.param(n, marks=MARKS.get(n, [])) for n in sorted(FACTORIES)])
+def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[DriverHarness]:
+    h = FACTORIES[request.param](tmp_path)
+    try:
+        yield h
+    finally:
+        h.close()
+
+
+@pytest.fixture
+def driver(harness: DriverHarness) -> contract.Driver:
+    return harness.driver

@@ -1,0 +1,306 @@
+# ruff: noqa: E501  (the bad-input table reads best one case per line)
+"""Bad input, error shape, microversions, pagination, project isolation and quota,
+through real HTTP on SQLite and PostgreSQL. Every refusal is a 4xx in Magnum's
+error shape and stores nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.integration.api_support import Api, row_counts, seed_nodes
+from tests.support.server import LiveServer
+
+
+@pytest.fixture(scope="module")
+def world(server: LiveServer) -> Api:
+    """One project with a template `k8s`, a cluster `c1` (ng `gpu`, max 4) and nodes."""
+    api = Api(server, project="errors")
+    api.template(name="k8s")
+    c = api.cluster(name="c1", cluster_template_id="k8s", node_count=2)
+    api.ok("POST", "/clusters/c1/nodegroups", 202, json={
+        "name": "gpu", "node_count": 1, "max_node_count": 4})  # fmt: skip
+    seed_nodes(server, api.groups(c["uuid"])["default-worker"]["uuid"], 2)
+    return api
+
+
+def assert_magnum_error(r: httpx.Response, status: int) -> dict[str, Any]:
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"].startswith("application/json")
+    err = r.json()["errors"][0]
+    assert set(err) >= {"request_id", "code", "status", "title", "detail", "links"}
+    assert err["status"] == status and err["code"] == ("server" if status >= 500 else "client")
+    assert err["request_id"] == r.headers["X-OpenStack-Request-Id"]
+    assert err["request_id"].startswith("req-") and err["title"]
+    return dict(err)
+
+
+CL = "/clusters"
+NG = "/clusters/c1/nodegroups"
+IMG = {"image_id": "fedora-coreos-40"}
+
+
+def _ng(**kw: Any) -> dict[str, Any]:
+    return {
+        "name": "bad",
+        "node_groups": [{"name": "m", "role": "master"}, {"name": "w", **kw}],
+        **IMG,
+    }
+
+
+BAD_INPUTS: list[tuple[str, str, str, Any, int, str]] = [
+    # (id, method, path, json body, status, words the message must contain)
+    ("wrong type image", "POST", CL, {"name": "x", "image_id": 5}, 400, "image_id must be a string"),
+    ("wrong type count", "POST", CL, {"name": "x", "node_count": "three", **IMG}, 400, "node_count"),
+    ("bool as count", "POST", CL, {"name": "x", "node_count": True, **IMG}, 400, "node_count"),
+    ("unknown field", "POST", CL, {"name": "x", "foo": 1, **IMG}, 400, "Unknown attribute"),
+    ("negative count", "POST", CL, {"name": "x", "node_count": -1, **IMG}, 400, ">= 0"),
+    ("no master", "POST", CL, {"name": "x", "master_count": 0, **IMG}, 400, "master_count"),
+    ("min > max", "POST", CL, _ng(min_node_count=3, max_node_count=2, node_count=2), 409, "max_node_count"),
+    ("count > max", "POST", CL, _ng(node_count=5, max_node_count=2), 409, "node_count (5)"),
+    ("count < min", "POST", CL, _ng(node_count=1, min_node_count=2), 409, "min_node_count (2)"),
+    ("bad taint effect", "POST", CL, _ng(node_taints=[{"key": "a", "value": "b", "effect": "Never"}]), 400, "effect"),
+    ("bad taint shape", "POST", CL, _ng(node_taints={"a": "b"}), 400, "node_taints"),
+    ("name digit", "POST", CL, {"name": "1abc", **IMG}, 400, "name"),
+    ("name space", "POST", CL, {"name": "a b", **IMG}, 400, "name"),
+    ("name too long", "POST", CL, {"name": "a" * 243, **IMG}, 400, "242"),
+    ("name empty", "POST", CL, {"name": "", **IMG}, 400, "name"),
+    ("group name", "POST", CL, _ng(name="-w"), 400, "name"),
+    ("dup group", "POST", CL, {"name": "x", "node_groups": [{"name": "a", "role": "master"}, {"name": "a"}], **IMG}, 409, "already exists"),
+    ("unknown template", "POST", CL, {"name": "x", "cluster_template_id": "nope"}, 404, "nope"),
+    ("unknown source", "POST", CL, {"name": "x", "from_cluster": "nope"}, 404, "nope"),
+    ("both sources", "POST", CL, {"name": "x", "cluster_template_id": "k8s", "from_cluster": "c1"}, 400, "not both"),
+    ("no image", "POST", CL, {"name": "x"}, 400, "image_id"),
+    ("labels list", "POST", CL, {"name": "x", "labels": ["a"], **IMG}, 400, "labels"),
+    ("azs not list", "POST", CL, _ng(availability_zones=5), 400, "availability_zones"),
+    ("rollout zeros", "POST", CL, _ng(rollout={"max_surge": 0, "max_unavailable": 0}), 400, "both be 0"),
+    ("rollout negative", "POST", CL, _ng(rollout={"max_surge": -1}), 400, "max_surge"),
+    ("rollout unknown", "POST", CL, _ng(rollout={"speed": 1}), 400, "speed"),
+    ("deletion policy", "POST", CL, _ng(deletion_policy="random"), 400, "deletion_policy"),
+    ("health percent", "POST", CL, _ng(health_policy={"max_unhealthy_percent": 101}), 400, "100"),
+    ("group unknown key", "POST", CL, _ng(colour="red"), 400, "colour"),
+    ("timeout negative", "POST", CL, {"name": "x", "create_timeout": -5, **IMG}, 400, "create_timeout"),
+    ("body is list", "POST", CL, [1], 400, "JSON object"),
+    ("ct no image", "POST", "/clustertemplates", {"name": "t", "coe": "kubernetes"}, 400, "image_id"),
+    ("ct bad coe", "POST", "/clustertemplates", {"name": "t", "coe": "swarm", **IMG}, 400, "coe"),
+    ("ct bad driver", "POST", "/clustertemplates", {"name": "t", "network_driver": "x", **IMG}, 400, "network_driver"),
+    ("ct unknown", "POST", "/clustertemplates", {"name": "t", "flavour": "x", **IMG}, 400, "flavour"),
+    ("ngt negative", "POST", "/nodegrouptemplates", {"name": "t", "node_count": -2}, 400, "node_count"),
+    ("ngt from unknown", "POST", "/nodegrouptemplates", {"from_nodegroup": "nope"}, 404, "nope"),
+    ("ng master", "POST", NG, {"name": "m2", "role": "master"}, 400, "master"),
+    ("ng duplicate", "POST", NG, {"name": "gpu"}, 409, "already exists"),
+    ("ng no name", "POST", NG, {"node_count": 1}, 400, "name"),
+    ("ng negative", "POST", NG, {"name": "n", "node_count": -1}, 400, "node_count"),
+    ("ng unknown ngt", "POST", NG, {"name": "n", "nodegroup_template_id": "nope"}, 404, "nope"),
+    ("ng unknown cluster", "POST", "/clusters/nope/nodegroups", {"name": "n"}, 404, "nope"),
+    ("resize above max", "POST", "/clusters/c1/actions/resize", {"node_count": 5, "nodegroup": "gpu"}, 409, "max_node_count = 4"),
+    ("resize no count", "POST", "/clusters/c1/actions/resize", {"nodegroup": "gpu"}, 400, "node_count"),
+    ("resize unknown node", "POST", "/clusters/c1/actions/resize", {"node_count": 1, "nodes_to_remove": ["ghost"]}, 400, "ghost"),
+    ("resize index out", "POST", "/clusters/c1/actions/resize", {"node_count": 1, "nodes_to_remove": ["7"]}, 400, "7"),
+    ("resize last master", "POST", "/clusters/c1/actions/resize", {"node_count": 0, "nodegroup": "default-master"}, 400, "last master"),
+    ("resize unknown group", "POST", "/clusters/c1/actions/resize", {"node_count": 1, "nodegroup": "nope"}, 404, "nope"),
+    ("resize unknown key", "POST", "/clusters/c1/actions/resize", {"node_count": 1, "x": 1}, 400, "Unknown"),
+    ("upgrade no template", "POST", "/clusters/c1/actions/upgrade", {"max_batch_size": 1}, 400, "cluster_template"),
+    ("upgrade batch 0", "POST", "/clusters/c1/actions/upgrade", {"cluster_template": "k8s", "max_batch_size": 0}, 400, "max_batch_size"),
+    ("patch name", "PATCH", "/clusters/c1", [{"op": "replace", "path": "/name", "value": "y"}], 400, "cannot change cluster property(ies) name"),
+    ("patch uuid", "PATCH", "/clusters/c1", [{"op": "replace", "path": "/uuid", "value": "y"}], 400, "uuid"),
+    ("patch op", "PATCH", "/clusters/c1", [{"op": "move", "path": "/node_count", "value": 3}], 400, "op"),
+    ("patch object", "PATCH", "/clusters/c1", {"op": "replace"}, 400, "JSON list"),
+    ("patch count > max", "PATCH", NG + "/gpu", [{"op": "replace", "path": "/max_node_count", "value": 0}], 409, "max_node_count"),
+    ("patch ng count", "PATCH", NG + "/gpu", [{"op": "replace", "path": "/node_count", "value": 3}], 400, "node_count"),
+    ("patch ng taints", "PATCH", NG + "/gpu", [{"op": "add", "path": "/node_taints", "value": "[{'key': 'a', 'effect': 'Bad'}]"}], 400, "effect"),
+    ("patch ct coe", "PATCH", "/clustertemplates/k8s", [{"op": "replace", "path": "/coe", "value": "mesos"}], 400, "coe"),
+    ("patch ct remove image", "PATCH", "/clustertemplates/k8s", [{"op": "remove", "path": "/image_id"}], 400, "image_id"),
+    ("delete default ng", "DELETE", NG + "/default-worker", None, 400, "default"),
+    ("unknown path", "GET", "/clusters/c1/nothing/here", None, 404, "not be found"),
+    ("wrong method", "PUT", "/clusters/c1", {}, 405, "Method"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "status", "words"),
+    [pytest.param(*case[1:], id=case[0]) for case in BAD_INPUTS],
+)
+def test_bad_input_is_refused_and_stores_nothing(
+    server: LiveServer, world: Api, method: str, path: str, body: Any, status: int, words: str
+) -> None:
+    before = row_counts(server)
+    c1_before = world.ok("GET", "/clusters/c1")
+    r = world.request(method, path, json=body) if body is not None else world.request(method, path)
+    err = assert_magnum_error(r, status)
+    assert words.lower() in (err["title"] + err["detail"]).lower(), err
+    assert row_counts(server) == before
+    c1_after = world.ok("GET", "/clusters/c1")
+    assert c1_after["generation"] == c1_before["generation"]
+    assert world.groups("c1")["gpu"]["generation"] == 1
+
+
+@pytest.mark.parametrize(
+    ("content", "ctype", "status"),
+    [
+        (b'{"name": "x", ', "application/json", 400),
+        (b"name=x", "application/x-www-form-urlencoded", 415),
+        (b'{"name": "x"}', "text/plain", 415),
+        (b"", "application/json", 400),
+        (b"\xff\xfe", "application/json", 400),
+    ],
+)
+def test_malformed_bodies(
+    server: LiveServer, world: Api, content: bytes, ctype: str, status: int
+) -> None:
+    before = row_counts(server)
+    r = world.post(CL, content=content, headers={"Content-Type": ctype})
+    assert_magnum_error(r, status)
+    assert row_counts(server) == before
+
+
+def test_microversions(server: LiveServer, world: Api) -> None:
+    bare = httpx.Client(base_url=server.v1, headers={"X-Project-Id": "errors"})
+    r = bare.get("/clusters/c1")
+    assert r.status_code == 200 and "stack_id" in r.json() and "cluster_id" not in r.json()
+    assert r.headers["OpenStack-API-Version"] == "container-infra 1.1"
+    assert r.headers["OpenStack-API-Minimum-Version"] == "container-infra 1.1"
+    assert r.headers["OpenStack-API-Maximum-Version"] == "container-infra 1.14"
+    assert r.headers["Vary"] == "OpenStack-API-Version"
+
+    def at(v: str) -> httpx.Client:
+        return httpx.Client(
+            base_url=server.v1,
+            headers={"X-Project-Id": "errors", "OpenStack-API-Version": f"container-infra {v}"},
+        )
+
+    assert "cluster_id" in at("1.13").get("/clusters/c1").json()
+    for v in ("1.15", "2.0", "0.9"):
+        r = at(v).get("/clusters")
+        err = r.json()["errors"][0]
+        assert r.status_code == 406 and err["code"] == "magnum.microversion-unsupported"
+        assert (err["min_version"], err["max_version"]) == ("1.1", "1.14")
+    assert_magnum_error(at("one").get("/clusters"), 400)
+    other = bare.get("/clusters", headers={"OpenStack-API-Version": "compute 2.1"})
+    assert other.headers["OpenStack-API-Version"] == "container-infra 1.1"
+    long_name = bare.get(
+        "/clusters", headers={"OpenStack-API-Version": "container-infrastructure-management 1.9"}
+    )
+    assert long_name.headers["OpenStack-API-Version"] == "container-infra 1.9"
+    assert_magnum_error(at("1.8").get("/clusters/c1/nodegroups"), 406)
+    assert at("1.9").get("/clusters/c1/nodegroups").status_code == 200
+    assert "node_labels" not in at("1.13").get("/clusters/c1/nodegroups/gpu").json()
+    assert "node_labels" in at("1.14").get("/clusters/c1/nodegroups/gpu").json()
+    before = row_counts(server)
+    assert_magnum_error(at("1.13").post(NG, json={"name": "n", "node_labels": {"a": "b"}}), 400)
+    assert_magnum_error(at("1.6").post("/clusters/c1/actions/resize", json={"node_count": 2}), 406)
+    assert_magnum_error(
+        at("1.7").post("/clusters/c1/actions/upgrade", json={"cluster_template": "k8s"}), 400
+    )
+    assert_magnum_error(
+        at("1.9").post("/clusters/c1/actions/resize", json={"node_count": 0, "nodegroup": "gpu"}),
+        400,
+    )
+    assert_magnum_error(at("1.9").post(CL, json={"name": "z", "node_count": 0, **IMG}), 400)
+    assert row_counts(server) == before
+    r = at("1.10").post("/clusters/c1/actions/resize", json={"node_count": 0, "nodegroup": "gpu"})
+    assert r.status_code == 202 and r.json() == {"uuid": world.ok("GET", "/clusters/c1")["uuid"]}
+    r = at("1.8").post("/clusters/c1/actions/upgrade", json={"cluster_template": "k8s"})
+    assert r.status_code == 202
+
+
+def test_paths_root_index_and_openapi(server: LiveServer) -> None:
+    root = httpx.get(server.url + "/").json()
+    assert root["versions"][0]["id"] == "v1" and root["versions"][0]["max_version"] == "1.14"
+    index = httpx.get(server.url + "/v1/").json()
+    assert "clusters" in index and index["clusters"][0]["rel"] == "self"
+    assert httpx.get(server.url + "/clusters/").status_code == 200  # served as /v1/clusters
+    assert httpx.get(server.url + "/v1/stats").json() == {"clusters": 0, "nodes": 0}
+    assert httpx.get(server.url + "/v1/mservices").json()["mservices"] == []
+    doc = httpx.get(server.url + "/openapi.json").json()
+    assert doc["openapi"].startswith("3.") and "/v1/clusters/{ident}/actions/resize" in doc["paths"]
+
+
+def test_pagination(server: LiveServer) -> None:
+    api = Api(server)
+    made = [api.template(name=f"t{i}")["uuid"] for i in range(5)]
+    first = api.ok("GET", "/clustertemplates?limit=2")
+    assert [t["uuid"] for t in first["clustertemplates"]] == made[:2]
+    assert "marker=" + made[1] in first["next"] and "limit=2" in first["next"]
+    seen, url = [], "/clustertemplates?limit=2"
+    while url:
+        page = api.ok("GET", url)
+        seen += [t["uuid"] for t in page["clustertemplates"]]
+        url = page.get("next", "").replace(server.v1, "")
+    assert seen == made
+    desc = api.ok("GET", "/clustertemplates?sort_dir=desc&sort_key=name")["clustertemplates"]
+    assert [t["name"] for t in desc] == ["t4", "t3", "t2", "t1", "t0"]
+    assert "next" not in api.ok("GET", "/clustertemplates")
+    after = api.ok("GET", f"/clustertemplates?marker={made[2]}&sort_key=name")
+    assert [t["name"] for t in after["clustertemplates"]] == ["t3", "t4"]
+    for bad in ("limit=0", "limit=-1", "limit=x", "sort_key=bogus", "sort_dir=up", "marker=nope"):
+        assert_magnum_error(api.get(f"/clustertemplates?{bad}"), 400)
+    for i in range(3):
+        api.cluster(name=f"c{i}", **IMG)
+    cl = api.ok("GET", "/clusters?limit=2")
+    assert len(cl["clusters"]) == 2 and "next" in cl
+    assert {"uuid", "name", "node_count", "master_count", "links"} <= set(cl["clusters"][0])
+    assert "node_addresses" not in cl["clusters"][0]
+    det = api.ok("GET", "/clusters/detail")["clusters"]
+    assert len(det) == 3 and "node_addresses" in det[0]
+    ngs = api.ok("GET", "/clusters/c0/nodegroups?limit=1")
+    assert len(ngs["nodegroups"]) == 1 and "/clusters/c0/nodegroups?" in ngs["next"]
+    assert [
+        g["name"] for g in api.ok("GET", "/clusters/c0/nodegroups?role=master")["nodegroups"]
+    ] == ["default-master"]
+
+
+def test_project_isolation(server: LiveServer) -> None:
+    a, b = Api(server), Api(server)
+    a.template(name="tpl")
+    c = a.cluster(name="mine", **IMG)
+    ng = a.groups("mine")["default-worker"]
+    before = row_counts(server)
+    for method, path, body in [
+        ("GET", "/clusters/mine", None),
+        ("GET", f"/clusters/{c['uuid']}", None),
+        ("DELETE", "/clusters/mine", None),
+        ("PATCH", "/clusters/mine", [{"op": "replace", "path": "/node_count", "value": 3}]),
+        ("POST", "/clusters/mine/actions/resize", {"node_count": 3}),
+        ("GET", "/clusters/mine/nodegroups", None),
+        ("GET", "/clusters/mine/nodes", None),
+        ("GET", "/clusters/mine/events", None),
+        ("GET", "/clustertemplates/tpl", None),
+        ("POST", "/clusters", {"name": "x", "cluster_template_id": "tpl"}),
+        ("POST", "/clusters", {"name": "x", "from_cluster": c["uuid"]}),
+        ("POST", "/nodegrouptemplates", {"from_nodegroup": ng["uuid"]}),
+        ("POST", "/clustertemplates", {"name": "x", "from_cluster": "mine"}),
+    ]:
+        r = b.request(method, path, json=body) if body is not None else b.request(method, path)
+        assert_magnum_error(r, 404)
+    assert row_counts(server) == before
+    assert b.ok("GET", "/clusters")["clusters"] == []
+    assert b.ok("GET", "/clustertemplates")["clustertemplates"] == []
+    assert len(a.ok("GET", "/clusters")["clusters"]) == 1
+
+
+def test_quota_and_ambiguous_names(server: LiveServer) -> None:
+    api = Api(server)
+    q = api.ok(
+        "POST",
+        "/quotas",
+        201,
+        json={"project_id": api.project, "resource": "Cluster", "hard_limit": 2},
+    )
+    assert q["hard_limit"] == 2
+    api.cluster(name="same", **IMG)
+    api.cluster(name="same", **IMG)
+    before = row_counts(server)
+    err = assert_magnum_error(api.post(CL, json={"name": "third", **IMG}), 403)
+    assert "maximum clusters per project" in err["title"]
+    assert row_counts(server) == before
+    err = assert_magnum_error(api.get("/clusters/same"), 409)
+    assert "Multiple clusters exist with same name" in err["title"]
+    api.ok("PATCH", f"/quotas/{api.project}/Cluster", 202, json={"hard_limit": 3})
+    assert api.ok("GET", f"/quotas/{api.project}/Cluster")["hard_limit"] == 3
+    api.cluster(name="third", **IMG)
+    api.ok("DELETE", f"/quotas/{api.project}/Cluster", 204)
+    assert api.ok("GET", f"/quotas/{api.project}/Cluster")["hard_limit"] == 20
+    assert api.ok("GET", "/stats") == {"clusters": 3, "nodes": 6}

@@ -1,0 +1,305 @@
+"""The conductor against the real database and the real sim cloud, stepped
+deterministically with `run_once()`. Desired state is written by the same
+service functions the API calls (`shoal.services`), and the outcome is checked
+from both sides (node rows and the cloud's own server list)."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import func, select
+
+from shoal.conductor.loop import Conductor
+from shoal.db import work
+from shoal.db.engine import Database
+from shoal.db.repo.paging import Page
+from shoal.db.tables import NodeRow
+from shoal.db.types import utcnow
+from shoal.domain import conditions as cond
+from shoal.domain import model as m
+from shoal.domain.errors import NotFound
+from shoal.drivers.contract import MachineSpec
+from shoal.drivers.sim.driver import SimDriver
+from shoal.drivers.sim.world import SimWorld
+from shoal.services import clusters, misc, nodegroups, resize
+from shoal.services.context import Caller
+from shoal.settings import ConductorSettings, SimSettings
+
+FAST_SIM = SimSettings(boot_seconds=0.3, delete_seconds=0.1, api_latency_ms=0, jitter=0.2)
+FAST_CONDUCTOR = ConductorSettings(requeue_seconds=0.05, backoff_max_seconds=0.3)
+ALL = Page(limit=100_000)
+
+
+@dataclass
+class Env:
+    """Database, sim world and a conductor whose clock a test may move forward."""
+
+    db: Database
+    world: SimWorld
+    conductor: Conductor
+    caller: Caller = Caller("p1")
+    skew: list[timedelta] = field(default_factory=lambda: [timedelta(0)])
+
+    # -- desired state, through the services the API uses -----------------------
+
+    def create(self, name: str, groups: list[dict[str, Any]], **attrs: Any) -> str:
+        body = {"name": name, "image_id": "fedora-coreos-40", "node_groups": groups, **attrs}
+        return clusters.create(self.db, self.caller, body, quota_default=20).uuid
+
+    def resize(self, cid: str, group: str, count: int, remove: list[str] | None = None) -> None:
+        body: dict[str, Any] = {"node_count": count, "nodegroup": group}
+        if remove:
+            body["nodes_to_remove"] = remove
+        resize.resize_cluster(self.db, self.caller, cid, body)
+
+    def delete(self, cid: str) -> None:
+        clusters.delete(self.db, self.caller, cid)
+
+    # -- reads, through the same services --------------------------------------
+
+    def cluster(self, cid: str) -> m.Cluster | None:
+        try:
+            return clusters.get(self.db, self.caller, cid).cluster
+        except NotFound:
+            return None
+
+    def group(self, cid: str, name: str) -> m.NodeGroup:
+        return nodegroups.get(self.db, self.caller, cid, name).group
+
+    def nodes(self, cid: str, group: str | None = None) -> list[m.Node]:
+        """Nodes in creation order."""
+        return [n for n, _, _ in misc.list_nodes(self.db, self.caller, cid, ALL, group)]
+
+    def servers(self, cid: str) -> list[str]:
+        return sorted(s.machine_id for s in self.world.servers(cluster=cid))
+
+    def events(self, cid: str) -> list[m.Event]:
+        return misc.list_events(self.db, self.caller, cid, 0, 10_000)
+
+    def complete(self, cid: str) -> Callable[[], bool]:
+        def done() -> bool:
+            c = self.cluster(cid)
+            return c is not None and c.status.endswith("COMPLETE")
+
+        return done
+
+    def step_until(self, done: Callable[[], bool], timeout: float = 30.0) -> None:
+        """Run conductor passes until `done()`; fail after `timeout` real seconds."""
+        deadline = time.monotonic() + timeout
+        while not done():
+            assert time.monotonic() < deadline, "the conductor did not converge in time"
+            self.conductor.run_once()
+            time.sleep(0.02)
+
+
+def _env(url: str) -> Iterator[Env]:
+    db = Database(url)
+    db.upgrade()
+    world = SimWorld.open(url, FAST_SIM)
+    skew = [timedelta(0)]
+
+    def now() -> datetime:
+        return utcnow() + skew[0]
+
+    conductor = Conductor(db, SimDriver(world), FAST_CONDUCTOR, now=now)
+    try:
+        yield Env(db, world, conductor, skew=skew)
+    finally:
+        conductor.stop()
+        world.close()
+        db.close()
+
+
+@pytest.fixture
+def env(db_url: str) -> Iterator[Env]:
+    yield from _env(db_url)
+
+
+@pytest.fixture
+def lite(tmp_path: Path) -> Iterator[Env]:
+    yield from _env(f"sqlite:///{tmp_path / 'shoal.db'}")
+
+
+HETERO = [
+    {"name": "masters", "role": "master", "flavor_id": "m1.small", "node_count": 3,
+     "availability_zones": ["az-1", "az-2", "az-3"]},
+    {"name": "workers", "flavor_id": "m1.small", "node_count": 4,
+     "availability_zones": ["az-1", "az-2"]},
+    {"name": "gpu", "flavor_id": "g1.large", "node_count": 2},
+    {"name": "ssd", "flavor_id": "s1.large", "node_count": 3, "availability_zones": ["az-2"]},
+]  # fmt: skip
+MASTER = {"name": "m", "role": "master", "flavor_id": "m1.small", "node_count": 1}
+WORKER = {"name": "w", "role": "worker", "flavor_id": "m1.small", "node_count": 2}
+
+
+def test_heterogeneous_cluster_converges_and_deletes_cleanly(env: Env) -> None:
+    cid = env.create("hetero", HETERO)
+    env.step_until(env.complete(cid))
+    c = env.cluster(cid)
+    assert c is not None and c.status == "CREATE_COMPLETE" and c.observed_generation == 1
+    assert cond.is_true(c.conditions, cond.READY)
+    assert cond.is_true(c.conditions, cond.CONTROL_PLANE_READY)
+    masters = env.nodes(cid, "masters")
+    assert sorted(n.availability_zone or "" for n in masters) == ["az-1", "az-2", "az-3"]
+    assert c.api_address in {f"https://{n.address}:6443" for n in masters}
+    assert {n.availability_zone for n in env.nodes(cid, "ssd")} == {"az-2"}
+    assert Counter(n.availability_zone for n in env.nodes(cid, "workers")) == {
+        "az-1": 2, "az-2": 2,
+    }  # fmt: skip
+    every = env.nodes(cid)
+    assert len(every) == 12 and all(n.state == "ACTIVE" and n.address for n in every)
+    assert len({n.address for n in every}) == 12 and len({n.name for n in every}) == 12
+    for g in ("masters", "workers", "gpu", "ssd"):
+        assert all(n.name.startswith(f"hetero-{g}-") for n in env.nodes(cid, g))
+    # The cloud's side: one server per node row, with that node's id, flavor, zone.
+    servers = {s.machine_id: s for s in env.world.servers(cluster=cid)}
+    assert set(servers) == {n.uuid for n in every}
+    assert {servers[n.uuid].flavor for n in env.nodes(cid, "gpu")} == {"g1.large"}
+    assert all(servers[n.uuid].az == n.availability_zone for n in every)
+    for name in ("masters", "workers", "gpu", "ssd"):
+        grp = env.group(cid, name)
+        assert grp.status == "CREATE_COMPLETE" and grp.status_reason is None
+    reasons = {e.reason for e in env.events(cid)}
+    assert {"ScalingUp", "NodesReady", "CreateComplete", "APIAddressKnown"} <= reasons
+
+    env.delete(cid)
+    env.step_until(lambda: env.cluster(cid) is None)
+    assert env.world.servers() == []
+    with env.db.read() as s:
+        left = s.scalar(select(func.count()).where(NodeRow.cluster_uuid == cid))
+    assert left == 0
+
+
+def test_resize_up_down_and_named_removal(lite: Env) -> None:
+    env = lite
+    cid = env.create("rs", [MASTER, {**WORKER, "node_count": 5}])
+    env.step_until(env.complete(cid))
+    env.resize(cid, "w", 8)
+    env.step_until(env.complete(cid))
+    before = env.nodes(cid, "w")
+    assert len(before) == 8 and env.cluster(cid).status == "UPDATE_COMPLETE"  # type: ignore[union-attr]
+    named = [before[1].uuid, before[4].name, before[6].address or ""]
+    gone = {before[1].uuid, before[4].uuid, before[6].uuid}
+    env.resize(cid, "w", 5, remove=named)
+    env.step_until(lambda: env.complete(cid)() and len(env.nodes(cid, "w")) == 5)
+    after = env.nodes(cid, "w")
+    assert {n.uuid for n in after} == {n.uuid for n in before} - gone
+    masters = {n.uuid for n in env.nodes(cid, "m")}
+    assert set(env.servers(cid)) - masters == {n.uuid for n in after}
+    # Named removal and growth in one step: exactly the named node goes, one is added.
+    keep = {n.uuid for n in after if n.uuid != after[0].uuid}
+    env.resize(cid, "w", 6, remove=[after[0].uuid])
+    env.step_until(lambda: env.complete(cid)() and len(env.nodes(cid, "w")) == 6)
+    final = {n.uuid for n in env.nodes(cid, "w")}
+    assert keep < final and after[0].uuid not in final
+    # Unnamed scale-down picks the newest (policy default) and leaves the rest.
+    newest = max(env.nodes(cid, "w"), key=lambda n: (n.created_at, n.id))
+    env.resize(cid, "w", 5)
+    env.step_until(lambda: env.complete(cid)() and len(env.nodes(cid, "w")) == 5)
+    assert newest.uuid not in {n.uuid for n in env.nodes(cid, "w")}
+
+
+def test_quota_block_reports_the_reason_and_resumes_by_itself(lite: Env) -> None:
+    env = lite
+    env.world.set_quota("p1", {"cores": 4})  # m1.small = 1 core: 4 of 6 fit
+    cid = env.create("q", [MASTER, {**WORKER, "node_count": 5}])
+
+    def blocked() -> bool:
+        g = env.group(cid, "w")
+        return (g.status_reason or "").startswith("BLOCKED: quota exceeded")
+
+    env.step_until(blocked)
+    g = env.group(cid, "w")
+    assert g.status == "CREATE_IN_PROGRESS"
+    ready = cond.get(g.conditions, cond.READY)
+    assert ready is not None and ready.reason == cond.BLOCKED and "cores" in ready.message
+    assert len(env.servers(cid)) == 4  # what succeeded is kept
+    c = env.cluster(cid)
+    assert c is not None and "BLOCKED: quota exceeded" in (c.status_reason or "")
+    env.world.set_quota("p1", {"cores": 100})
+    env.step_until(env.complete(cid))
+    assert len(env.servers(cid)) == 6
+
+
+def test_no_valid_host_moves_the_node_to_the_next_zone(lite: Env) -> None:
+    env = lite
+    env.world.add_fault({"kind": "no_valid_host", "az": "az-1"})
+    cid = env.create("nvh", [HETERO[0]])
+    env.step_until(env.complete(cid))
+    zones = Counter(n.availability_zone for n in env.nodes(cid, "masters"))
+    assert zones == {"az-2": 2, "az-3": 1}
+    nvh = [e for e in env.events(cid) if e.reason == "NoValidHost"]
+    assert len(nvh) == 1 and "az-1" in nvh[0].message and "az-2" in nvh[0].message
+
+
+def test_error_server_is_replaced(lite: Env) -> None:
+    env = lite
+    env.world.add_fault({"kind": "server_error", "count": 1, "message": "disk on fire"})
+    cid = env.create("err", [MASTER, {**WORKER, "node_count": 3}])
+    env.step_until(env.complete(cid))
+    assert len(env.nodes(cid, "w")) == 3
+    assert set(env.servers(cid)) == {n.uuid for n in env.nodes(cid)}
+    errs = [e for e in env.events(cid) if e.reason == "MachineError"]
+    assert len(errs) == 1 and "disk on fire" in errs[0].message
+
+
+def test_timeout_fails_the_group_and_a_retry_recovers(lite: Env) -> None:
+    env = lite
+    # The master (1 core) and one m1.medium worker (2 cores) fit, whatever the order.
+    env.world.set_quota("p1", {"cores": 3})
+    w = {**WORKER, "flavor_id": "m1.medium", "node_count": 3}
+    cid = env.create("to", [MASTER, w], create_timeout=1)
+    env.step_until(lambda: env.group(cid, "m").status == "CREATE_COMPLETE")
+    env.step_until(lambda: (env.group(cid, "w").status_reason or "").startswith("BLOCKED"))
+    # The worker that fits is up before the clock moves, so the boot time the
+    # group learns from it is the real one, not the two minutes skipped below.
+    env.step_until(lambda: [n.state for n in env.nodes(cid, "w")].count(m.NodeState.ACTIVE) == 1)
+    assert env.group(cid, "w").status == "CREATE_IN_PROGRESS"
+    env.skew[0] = timedelta(minutes=2)  # the conductor's clock passes create_timeout
+    env.step_until(lambda: env.group(cid, "w").status == "CREATE_FAILED")
+    g = env.group(cid, "w")
+    assert (g.status_reason or "").startswith("timed out after 1 minutes: BLOCKED: quota")
+    env.step_until(lambda: env.cluster(cid).status == "CREATE_FAILED")  # type: ignore[union-attr]
+    env.world.set_quota("p1", {"cores": 100})
+    for _ in range(3):  # FAILED rests until someone retries
+        env.conductor.run_once()
+    assert env.group(cid, "w").status == "CREATE_FAILED" and len(env.servers(cid)) == 2
+    env.skew[0] = timedelta(0)
+    env.resize(cid, "w", 3)  # the retry: the same request again
+    env.step_until(env.complete(cid))
+    assert env.group(cid, "w").status == "UPDATE_COMPLETE"
+    assert len(env.servers(cid)) == 4
+
+
+def test_permanent_error_fails_at_once_with_the_reason(lite: Env) -> None:
+    env = lite
+    cid = env.create("bad", [MASTER, {**WORKER, "flavor_id": "x9.huge"}])
+    env.step_until(lambda: env.group(cid, "w").status == "CREATE_FAILED")
+    assert "x9.huge" in (env.group(cid, "w").status_reason or "")
+    assert env.servers(cid) == [n.uuid for n in env.nodes(cid, "m")]
+
+
+def test_sweeper_deletes_machines_no_row_owns_and_leases_exclude(lite: Env) -> None:
+    env = lite
+    spec = MachineSpec("4d1c0c1e-0000-4000-8000-000000000001", "ghost", "p1", "gone-cluster",
+                       "gone-ng", "worker", "m1.small", "fedora-coreos-40")  # fmt: skip
+    env.conductor.ctx.driver.ensure_machine(spec)
+    cid = env.create("sw", [MASTER, WORKER])
+    env.step_until(env.complete(cid))
+    assert env.conductor.sweep() == 1
+    assert sorted(s.machine_id for s in env.world.servers(state="ACTIVE")) == env.servers(cid)
+    # A second conductor cannot claim what the first holds.
+    other = Conductor(env.db, env.conductor.ctx.driver, FAST_CONDUCTOR)
+    env.resize(cid, "w", 3)
+    now = env.conductor.ctx.now()
+    mine = work.claim_due(env.db, "nodegroup", env.conductor.holder, now, 30, 10)
+    theirs = work.claim_due(env.db, "nodegroup", other.holder, now, 30, 10)
+    assert len(mine) == 1 and theirs == []
+    other.stop()

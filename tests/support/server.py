@@ -1,0 +1,64 @@
+"""The real HTTP server on 127.0.0.1 and a free port, in a background thread.
+
+Tests get a base URL and talk to it over TCP with real clients. The server
+(and its conductor, when enabled) stops when the context exits.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import uvicorn
+
+from shoal.runtime import Runtime, build_runtime
+from shoal.settings import Settings
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class LiveServer:
+    def __init__(self, runtime: Runtime, port: int) -> None:
+        from shoal.api.app import create_app
+
+        self.runtime = runtime
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+        self.v1 = f"{self.url}/v1"
+        config = uvicorn.Config(
+            create_app(runtime), host="127.0.0.1", port=port, log_level="warning", lifespan="on"
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, name="live-server", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+        deadline = time.monotonic() + 20
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("test server did not start")
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=20)
+
+
+@contextmanager
+def live_server(settings: Settings) -> Iterator[LiveServer]:
+    """Build a runtime from `settings`, serve it, and tear everything down."""
+    runtime = build_runtime(settings)
+    server = LiveServer(runtime, settings.port or free_port())
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+        runtime.close()

@@ -1,0 +1,57 @@
+"""Settings: defaults, SHOAL_* overrides, bounds with messages that name the variable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from shoal.settings import Settings, SettingsError
+
+
+def test_defaults_are_the_embedded_setup(tmp_path: Path) -> None:
+    s = Settings.from_env(env={"SHOAL_DATA_DIR": str(tmp_path)})
+    assert s.db_url == f"sqlite:///{tmp_path / 'shoal.db'}"
+    assert s.sim_db_url == s.db_url
+    assert (s.host, s.port, s.driver, s.conductor, s.quota_clusters) == (
+        "127.0.0.1",
+        9511,
+        "sim",
+        True,
+        20,
+    )
+
+
+def test_env_overrides_nested_trees() -> None:
+    s = Settings.from_env(
+        env={
+            "SHOAL_PORT": "9999",
+            "SHOAL_CONDUCTOR": "false",
+            "SHOAL_SIM_TIME_SCALE": "100",
+            "SHOAL_CONDUCTOR_WORKERS": "4",
+            "SHOAL_DATABASE_URL": "postgresql://postgres@127.0.0.1/x",
+        }
+    )
+    assert s.port == 9999 and s.conductor is False
+    assert s.sim.time_scale == 100.0 and s.conductor_settings.workers == 4
+    assert s.db_url == "postgresql://postgres@127.0.0.1/x"
+
+
+def test_keyword_overrides_win_over_env() -> None:
+    s = Settings.from_env(env={"SHOAL_PORT": "9999"}, port=1234, sim={"seed": 7})
+    assert s.port == 1234 and s.sim.seed == 7
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"SHOAL_PORT": "70000"}, "SHOAL_PORT"),
+        ({"SHOAL_PORT": "abc"}, "SHOAL_PORT"),
+        ({"SHOAL_CONDUCTOR": "maybe"}, "SHOAL_CONDUCTOR"),
+        ({"SHOAL_CONDUCTOR_WORKERS": "0"}, "SHOAL_CONDUCTOR_WORKERS"),
+        ({"SHOAL_SIM_JITTER": "2"}, "SHOAL_SIM_JITTER"),
+    ],
+)
+def test_bad_values_name_the_variable(env: dict[str, str], named: str) -> None:
+    with pytest.raises(SettingsError, match=named):
+        Settings.from_env(env=env)
