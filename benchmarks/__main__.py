@@ -1,0 +1,97 @@
+"""`./run bench` (= `python -m benchmarks`): shoal's scale figures on the sim.
+
+./run bench                 every scenario at full size (about 10 minutes)
+./run bench --quick         small sizes, seconds (the test suite runs this)
+./run bench --only overhead,resize
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from rich.console import Console
+from rich.table import Table
+
+from benchmarks import scenarios, speedup
+from benchmarks.scenarios import Row
+
+
+def plan(quick: bool) -> dict[str, Callable[[], list[Row]]]:
+    if quick:
+        return {
+            "overhead": lambda: scenarios.overhead([(2, 10, 0), (4, 25, 0)]),
+            "latency": lambda: scenarios.latency_hiding(2, 50, rate=50, boot=20, scale=100),
+            "api": lambda: scenarios.api_under_load(2, 50, clusters=10, repeat=10),
+            "resize": lambda: scenarios.targeted_resize(50, 5),
+            "many": lambda: scenarios.many_clusters(5, 10),
+            "speedup": lambda: speedup.pg_speedup([1, 2], speedup.Workload(4, 5, latency_ms=20)),
+        }
+    return {
+        "overhead": lambda: scenarios.overhead([(1, 100, 0), (10, 100, 5), (50, 200, 60)]),
+        "latency": lambda: [
+            *scenarios.latency_hiding(10, 100, rate=5, boot=20, scale=100),
+            *scenarios.latency_hiding(10, 100, rate=2, boot=20, scale=100),
+            *scenarios.latency_hiding(10, 100, rate=1, boot=20, scale=100),
+        ],
+        "api": lambda: scenarios.api_under_load(50, 200, clusters=999, repeat=50),
+        "resize": lambda: scenarios.targeted_resize(1000, 10),
+        "many": lambda: scenarios.many_clusters(200, 20),
+        "speedup": lambda: speedup.pg_speedup([1, 2, 4], speedup.Workload(30, 20)),
+    }
+
+
+def render(rows: list[Row], console: Console) -> None:
+    table = Table(title="shoal on the sim driver (real API + conductor processes)")
+    for col in (
+        "scenario",
+        "N",
+        "wall",
+        "CPU ms/node",
+        "peak RSS MB",
+        "ratio",
+        "target",
+        "ok",
+        "note",
+    ):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(
+            r.scenario,
+            str(r.n),
+            f"{r.wall_s:.3f}",
+            f"{r.cpu_ms_per_node:.2f}" if r.cpu_ms_per_node is not None else "",
+            f"{r.peak_rss_mb:.0f}" if r.peak_rss_mb is not None else "",
+            f"{r.ratio:.3f}" if r.ratio is not None else "",
+            r.target,
+            {True: "yes", False: "NO", None: ""}[r.ok],
+            r.note,
+        )
+    console.print(table)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="benchmarks", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
+    parser.add_argument("--only", default="", help="comma-separated scenario names")
+    args = parser.parse_args(argv)
+    todo = plan(args.quick)
+    if args.only:
+        unknown = set(args.only.split(",")) - set(todo)
+        if unknown:
+            parser.error(f"unknown scenario(s) {sorted(unknown)}; choose from {sorted(todo)}")
+        todo = {k: v for k, v in todo.items() if k in args.only.split(",")}
+    console = Console(width=160)
+    rows: list[Row] = []
+    for name, run in todo.items():
+        console.print(f"[bold]running {name}[/bold] ...")
+        rows += run()
+    render(rows, console)
+    return 0 if all(r.ok is not False for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
