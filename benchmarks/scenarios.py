@@ -125,14 +125,21 @@ def growth(creates: list[Row]) -> list[Row]:
 
 
 def latency_hiding(
-    n_groups: int, per_group: int, rate: float, boot: float, scale: float
+    n_groups: int, per_group: int, rate: float, boot: float, scale: float, burst_s: float = 5.0
 ) -> list[Row]:
-    """Target 2: total time vs the cloud's own bound N/R + boot (simulated seconds)."""
+    """Target 2: total time vs the cloud's own bound N/R + boot (simulated seconds).
+
+    The cloud's rate limit is a token bucket holding `burst_s` seconds of creates
+    (a proxy's `burst`), full at the start: its first max(1, R x burst_s) creates
+    pass at once, so the exact bound is (N - burst)/R + boot. At x100 a 1 s bucket
+    is 10 ms of real time, finer than Python's 5 ms thread switching: the run
+    would time the interpreter's scheduler, not shoal (docs/benchmarks.md)."""
     env = {
         **ZERO_LATENCY,
         "SHOAL_SIM_BOOT_SECONDS": str(boot),
         "SHOAL_SIM_JITTER": "0.2",
         "SHOAL_SIM_RATE_LIMIT_PER_S": str(rate),
+        "SHOAL_SIM_RATE_LIMIT_BURST_S": str(burst_s),
         "SHOAL_SIM_TIME_SCALE": str(scale),
         # The conductor's own period compressed like the cloud's: a 2 s re-check
         # of booting nodes (shoal's default) is 0.02 s at x100. The idle poll is
@@ -154,7 +161,8 @@ def latency_hiding(
         polled = time.monotonic() - t0
         cpu, rss = dep.cpu_seconds() - cpu0, dep.peak_rss_mb()
         wall = _server_span(c, uid, "CreateComplete")
-    bound_sim = n / rate + boot
+    burst = max(1.0, rate * burst_s)
+    bound_sim = (n - burst) / rate + boot
     row = Row(
         f"latency hiding R={rate:g}/s",
         n,
@@ -163,8 +171,8 @@ def latency_hiding(
         rss,
         lower_bound_s=bound_sim,
         target="ratio <= 1.10",
-        note=f"simulated seconds; R={rate:g}/s, boot {boot:g}s +/-20%, x{scale:g}; "
-        f"polled: {polled * scale:.0f}",
+        note=f"simulated seconds; R={rate:g}/s, burst {burst:g}, boot {boot:g}s +/-20%, "
+        f"x{scale:g}; polled: {polled * scale:.0f}",
     )
     row.ok = row.ratio is not None and row.ratio <= 1.10
     return [row]

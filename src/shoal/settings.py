@@ -45,6 +45,9 @@ class SimSettings:
     rate_limit_per_s: float = _opt(
         0.0, "create calls per simulated second before 429 (0 = unlimited)", lo=0
     )
+    rate_limit_burst_s: float = _opt(
+        1.0, "seconds of creates the rate limit's bucket holds (burst = rate x this)", lo=0
+    )
     database_url: str | None = _opt(
         None, "where the sim keeps its world; default: beside shoal's own database"
     )

@@ -106,3 +106,19 @@ def test_config_rejects_bad_values(world: SimWorld) -> None:
     cfg = world.patch_config({"availability_zones": ["az-1", "az-9"]})
     assert cfg["az_capacity_cores"]["az-9"] > 0
     world.create(spec(1, availability_zone="az-9"))
+
+
+def test_rate_limit_burst_lets_that_many_seconds_of_creates_through(
+    world: SimWorld, clock: ManualClock
+) -> None:
+    world.patch_config({"rate_limit_per_s": 2, "rate_limit_burst_s": 3})
+    for n in range(6):  # the bucket starts full: 2/s x 3 s
+        world.create(spec(n))
+    with pytest.raises(TransientError) as err:
+        world.create(spec(6))
+    assert err.value.retry_after == pytest.approx(0.5)
+    clock.advance(10)  # refills to the burst, not beyond
+    for n in range(7, 13):
+        world.create(spec(n))
+    with pytest.raises(TransientError):
+        world.create(spec(13))

@@ -85,6 +85,7 @@ class Conductor:
         self._cv = threading.Condition()
         self._woken = False
         self._keeper_at: float | None = None  # monotonic deadline of the timekeeper
+        self._sleeping = 0  # idle workers waiting on `_cv`
         self._local = threading.local()  # per worker: whether its last look found work
         self._threads: list[threading.Thread] = []
         self._last_sweep = 0.0
@@ -133,7 +134,9 @@ class Conductor:
             self._claiming[kind] += 1
         try:
             if self._live == 1 and self.settings.workers > 1:
-                return self._claim_batch(kind, self.settings.workers), False
+                with self._cv:
+                    idle = self._sleeping
+                return self._claim_batch(kind, 1 + idle), False
             if mine > 0 and self._live != 1:
                 now = self.ctx.now()
                 alive = now - timedelta(seconds=3 * self.heartbeat_period())
@@ -153,8 +156,10 @@ class Conductor:
                 self._claiming[kind] -= 1
 
     def _claim_batch(self, kind: str, limit: int) -> list[str]:
-        """Alone, claim up to one resource per worker in one query: keep one, queue
-        the rest for the workers that this wakes or that finish next."""
+        """Alone, claim for this worker and the idle ones in one query: keep one,
+        queue the rest for the workers that this wakes. No more than they can
+        start at once: a resource claimed early would wait in the queue behind
+        passes under way while others become due before it."""
         uuids = self._claim(kind, limit)
         if len(uuids) > 1:
             with self._held_lock:
@@ -298,7 +303,11 @@ class Conductor:
             timeout = self.poll_period()
         with self._cv:
             if not self._woken and not self._stop.is_set():
-                self._cv.wait(timeout)
+                self._sleeping += 1
+                try:
+                    self._cv.wait(timeout)
+                finally:
+                    self._sleeping -= 1
             self._woken = False
             if mine is not None and self._keeper_at == mine:
                 self._keeper_at = None

@@ -37,6 +37,7 @@ class ConfigPatch(_Body):
     api_latency_ms: float | None = Field(None, ge=0)
     jitter: float | None = Field(None, ge=0, le=1)
     rate_limit_per_s: float | None = Field(None, ge=0)
+    rate_limit_burst_s: float | None = Field(None, ge=0, le=86_400)
     availability_zones: list[str] | None = None
     az_capacity_cores: dict[str, int] | None = None
     default_quota: QuotaBody | None = None

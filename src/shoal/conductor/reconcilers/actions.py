@@ -3,15 +3,17 @@
 Each call goes through the provider's rate limiter; creates are also paced to
 the rate the provider accepts (conductor/throttle.py) and a 429 is retried.
 Creates run in waves of `driver_concurrency`; a wave that meets a quota block
-stops the next waves (the rest would be refused too), and a pass stops starting
-waves after a time budget (its remaining nodes are created by the next pass). "No valid host" in one
-zone moves that node to the next zone its group lists, and the move is reported.
+stops the next waves (the rest would be refused too). While the provider paces
+creates (the throttle learned its rate), a pass starts no create after a time
+budget: its remaining nodes are created by the next pass, and the worker is free
+for other groups meanwhile. "No valid host" in one zone moves that node to the
+next zone its group lists, and the move is reported.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -39,7 +41,12 @@ class EnsureResult:
     moves: list[tuple[str, str, str]] = field(default_factory=list)  # (from az, to az, why)
 
 
-def _ensure(ctx: Context, spec: MachineSpec, zones: Sequence[str]) -> EnsureResult:
+def _ensure(
+    ctx: Context, spec: MachineSpec, zones: Sequence[str], over: Callable[[], bool]
+) -> EnsureResult | None:
+    """Create (or find) one machine; None when the pass's budget ran out first."""
+    if over():
+        return None
     result = EnsureResult(spec)
     tried: list[str] = []
     while True:
@@ -63,23 +70,27 @@ def _ensure(ctx: Context, spec: MachineSpec, zones: Sequence[str]) -> EnsureResu
 
 
 def ensure_all(
-    ctx: Context, specs: list[MachineSpec], zones: Sequence[str], budget: float | None = None
+    ctx: Context, specs: list[MachineSpec], zones: Sequence[str], budget: float
 ) -> list[EnsureResult]:
     """Create (or find) the machines of `specs` in order; stop early on a quota block,
-    or once the waves so far took `budget` seconds (the rest are left for the next
-    pass, so that a worker paced by the provider does not keep other groups waiting)."""
+    or, while the provider paces creates, start none after `budget` seconds (the
+    rest are left for the next pass, so that a worker waiting on the provider's
+    pace does not keep other groups, the masters first, from being looked at)."""
     out: list[EnsureResult] = []
     wave = max(1, ctx.settings.driver_concurrency)
     start = time.monotonic()
+
+    def over() -> bool:
+        paced = ctx.create_throttle.rate is not None
+        return paced and time.monotonic() - start >= budget
+
     for i in range(0, len(specs), wave):
-        if budget is not None and out and time.monotonic() - start >= budget:
-            break
-        futures: list[Future[EnsureResult]] = [
-            ctx.pool.submit(_ensure, ctx, spec, zones) for spec in specs[i : i + wave]
+        futures: list[Future[EnsureResult | None]] = [
+            ctx.pool.submit(_ensure, ctx, spec, zones, over) for spec in specs[i : i + wave]
         ]
-        results = [f.result() for f in futures]
+        results = [r for f in futures if (r := f.result()) is not None]
         out.extend(results)
-        if any(_stops(r.error) for r in results):
+        if len(results) < len(futures) or any(_stops(r.error) for r in results):
             break
     return out
 

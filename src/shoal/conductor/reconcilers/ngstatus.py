@@ -98,7 +98,10 @@ def finish(ctx: Context, p: Pass, permanent: str | None = None) -> None:
         )
         nxt = now + timedelta(seconds=delay)
     elif p.deferred:
-        nxt = now  # creates left over by the pass's time budget
+        # Creates left over by the pass's time budget: due at once, but behind
+        # every resource that became due while this pass ran (the pass's start
+        # time would put this group ahead of them, the masters among them).
+        nxt = max(now, ctx.now())
     else:
         nxt = ctx.requeue_at(now, recheck_in(ctx, p))
     p.w.status = work.StatusWrite(

@@ -32,9 +32,10 @@ from shoal.drivers.contract import (
 
 LIVE = (NodeState.PENDING, NodeState.BUILDING, NodeState.ACTIVE)
 # While creates are paced by the provider's rate limit (the throttle learned a
-# pace), a pass stops starting create waves after this long; its remaining intent rows
-# are created by the next pass, due at once but behind groups waiting longer, so
-# that a provider's rate limit is shared by every group (no tail of late groups).
+# pace), a pass starts no create after this long; its remaining intent rows are
+# created by the next pass, due at once but behind groups waiting longer, so that
+# a provider's rate limit is shared by every group (no tail of late groups) and
+# no group waits long for a free worker.
 CREATE_PASS_BUDGET_S = 0.5
 
 
@@ -319,9 +320,7 @@ def act(ctx: Context, p: Pass) -> None:
         ids.update(work.node_ids(ctx.db, [n.uuid for n in pending if n.id == 0]))
     specs = [_spec_for(p, n) for n in pending]
     zones = p.snap.group.spec.availability_zones
-    # Only while the provider paces creates: unpaced, the budget would only add passes.
-    paced = ctx.create_throttle.rate is not None
-    results = actions.ensure_all(ctx, specs, zones, CREATE_PASS_BUDGET_S if paced else None)
+    results = actions.ensure_all(ctx, specs, zones, CREATE_PASS_BUDGET_S)
     errors_before = len(p.errors)
     for r in results:
         node = ids.get(r.spec.machine_id)

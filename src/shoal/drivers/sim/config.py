@@ -30,6 +30,7 @@ SETTINGS_FIELDS = (
     "api_latency_ms",
     "jitter",
     "rate_limit_per_s",
+    "rate_limit_burst_s",
 )
 # name -> (low, high) bounds of the numeric fields the admin API may change.
 _BOUNDS: dict[str, tuple[float, float]] = {
@@ -40,6 +41,7 @@ _BOUNDS: dict[str, tuple[float, float]] = {
     "api_latency_ms": (0, 600_000),
     "jitter": (0, 1),
     "rate_limit_per_s": (0, 1_000_000),
+    "rate_limit_burst_s": (0, 86_400),
 }
 
 
@@ -66,6 +68,7 @@ class SimConfig:
     api_latency_ms: float = 50.0
     jitter: float = 0.2
     rate_limit_per_s: float = 0.0
+    rate_limit_burst_s: float = 1.0
     availability_zones: tuple[str, ...] = catalog.DEFAULT_AZS
     az_capacity_cores: Mapping[str, int] = field(default_factory=dict)
     default_quota: Quota = field(default_factory=Quota)
@@ -90,6 +93,11 @@ class SimConfig:
     def real_seconds(self, sim_seconds: float) -> float:
         """How long `sim_seconds` of simulated time lasts in real time."""
         return sim_seconds / self.time_scale
+
+    @property
+    def rate_burst(self) -> float:
+        """Tokens the create-rate bucket holds (at least one)."""
+        return max(1.0, self.rate_limit_per_s * self.rate_limit_burst_s)
 
     def capacity(self, az: str) -> int:
         return int(self.az_capacity_cores.get(az, DEFAULT_AZ_CORES))

@@ -124,7 +124,7 @@ class WorldStore:
                     version=1,
                     config=cfg.to_json(),
                     opened_with=self._opened_with(),
-                    bucket_tokens=max(1.0, cfg.rate_limit_per_s),
+                    bucket_tokens=cfg.rate_burst,
                     bucket_at=cfg.sim_now(wall),
                 )
             )
@@ -148,7 +148,7 @@ class WorldStore:
                 config=cfg.to_json(),
                 opened_with=self._opened_with(),
                 version=m.c.version + 1,
-                bucket_tokens=max(1.0, cfg.rate_limit_per_s),
+                bucket_tokens=cfg.rate_burst,
                 bucket_at=cfg.sim_now(self._clock.now()),
             )
         )

@@ -318,7 +318,7 @@ class SimWorld(AdminOps):
             return None
         m = tables.meta
         tokens, at = conn.execute(select(m.c.bucket_tokens, m.c.bucket_at).where(m.c.id == 1)).one()
-        tokens = min(max(1.0, rate), tokens + max(0.0, now - at) * rate)
+        tokens = min(cfg.rate_burst, tokens + max(0.0, now - at) * rate)
         ok = tokens >= 1.0
         conn.execute(update(m).where(m.c.id == 1).values(bucket_tokens=tokens - ok, bucket_at=now))
         if ok:
