@@ -49,7 +49,9 @@ class SimSettings:
         1.0, "seconds of creates the rate limit's bucket holds (burst = rate x this)", lo=0
     )
     database_url: str | None = _opt(
-        None, "where the sim keeps its world; default: beside shoal's own database"
+        None,
+        "where the sim keeps its world; default: sim.db in the data directory, or "
+        "shoal's own database when that is PostgreSQL",
     )
 
 
@@ -99,9 +101,15 @@ class Settings:
 
     @property
     def sim_db_url(self) -> str:
+        """Where the sim keeps its world: on PostgreSQL, shoal's database (row
+        locks); embedded, a file of its own beside shoal's. SQLite has one writer
+        per file, and the simulated cloud must not wait on shoal's transactions
+        (nor shoal on its) any more than a real cloud does."""
         if self.sim.database_url:
             return self.sim.database_url
-        return self.db_url
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{self.data_dir / 'sim.db'}"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:

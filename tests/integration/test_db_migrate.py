@@ -24,10 +24,12 @@ from shoal.settings import SimSettings
 pytestmark = pytest.mark.postgres
 
 
-def _populate(url: str, clusters: int = 3, nodes_per_group: int = 5) -> None:
+def _populate(
+    url: str, clusters: int = 3, nodes_per_group: int = 5, sim_url: str | None = None
+) -> None:
     db = Database(url)
     db.upgrade()
-    world = SimWorld.open(url, SimSettings(boot_seconds=0, api_latency_ms=0, jitter=0))
+    world = SimWorld.open(sim_url or url, SimSettings(boot_seconds=0, api_latency_ms=0, jitter=0))
     driver = SimDriver(world)
     specs: list[MachineSpec] = []
     try:
@@ -91,6 +93,23 @@ def _populate(url: str, clusters: int = 3, nodes_per_group: int = 5) -> None:
     finally:
         world.close()
         db.close()
+
+
+def test_an_embedded_deployment_with_its_sim_file_moves_to_postgres(
+    tmp_path: Path, pg_url: str
+) -> None:
+    """The embedded layout: shoal.db and sim.db in one data directory, migrated
+    with the configured locations (no --from)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    db_url, sim_url = f"sqlite:///{data / 'shoal.db'}", f"sqlite:///{data / 'sim.db'}"
+    _populate(db_url, sim_url=sim_url, clusters=2)
+    env = {"SHOAL_DATA_DIR": str(data)}
+    result = CliRunner().invoke(app, ["db", "migrate", "--to", pg_url], env=env)
+    assert result.exit_code == 0, result.output
+    assert _count(pg_url, NodeRow.__table__) == _count(db_url, NodeRow.__table__) == 20
+    assert _count(pg_url, sim_tables.servers) == _count(sim_url, sim_tables.servers) == 20
+    assert "verified      20 rows of sim_servers" in result.output
 
 
 def _count(url: str, table: object) -> int:

@@ -113,3 +113,21 @@ def test_late_wakeups_neither_bunch_calls_nor_ratchet_the_pace() -> None:
     assert cloud.refused < 2000 * 0.1
     assert th.rate is not None and th.rate > 100 * 0.85
     assert cloud.t <= 2000 / 100 * 1.2
+
+
+def test_after_a_stall_the_pace_spends_the_providers_burst() -> None:
+    """A provider with a burst of 10 tokens, callers now and then held up for
+    several slots (a long pass holding the interpreter): the pace, probing above
+    the provider's rate between refusals, spends the tokens a stall let pile up
+    instead of losing them, and refusals stay rare."""
+    rng = random.Random(11)
+    cloud = Cloud(rate=100, burst=10)
+
+    def stalling_sleep(s: float) -> None:
+        cloud.t += s + (rng.uniform(0.02, 0.05) if rng.random() < 0.05 else 0.0)
+
+    th = Throttle(now=cloud.now, sleep=stalling_sleep)
+    drive(cloud, th, 3000)
+    bound = (3000 - 10) / 100
+    assert cloud.t <= bound * 1.04, cloud.t / bound
+    assert cloud.refused < 3000 * 0.1

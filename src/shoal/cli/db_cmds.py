@@ -39,6 +39,11 @@ def upgrade() -> None:
 def migrate(
     to: str = typer.Option(..., "--to", help="target database URL (empty), e.g. postgresql://..."),
     source: str = typer.Option(None, "--from", help="source URL (default: the configured one)"),
+    sim_source: str = typer.Option(
+        None,
+        "--sim-from",
+        help="where the sim world is (default: the configured one; with --from, that database)",
+    ),
 ) -> None:
     """Copy the whole deployment into an empty database and verify every row.
 
@@ -48,9 +53,13 @@ def migrate(
     """
     from shoal.services.transfer import copy_database
 
-    src = source or _settings().db_url
+    settings = _settings()
+    src = source or settings.db_url
+    sim_src = sim_source or (source if source else settings.sim_db_url)
     try:
-        report = copy_database(src, to, progress=lambda line: typer.echo(line, err=True))
+        report = copy_database(
+            src, to, progress=lambda line: typer.echo(line, err=True), sim_source_url=sim_src
+        )
     except ShoalError as exc:
         typer.echo(f"error: {exc.message}", err=True)
         raise typer.Exit(1) from exc

@@ -40,6 +40,10 @@ def _tables() -> list[Table]:
     return [*Base.metadata.sorted_tables, *sim_tables.metadata.sorted_tables]
 
 
+def _is_sim(table: Table) -> bool:
+    return table.metadata is sim_tables.metadata
+
+
 def _existing(db: Database) -> set[str]:
     return set(inspect(db.engine).get_table_names())
 
@@ -88,10 +92,19 @@ def _reset_sequences(target: Database) -> None:
                     )
 
 
-def copy_database(source_url: str, target_url: str, progress: Progress = print) -> TransferReport:
-    """Copy every row from source to an empty target, then verify row by row."""
+def copy_database(
+    source_url: str,
+    target_url: str,
+    progress: Progress = print,
+    sim_source_url: str | None = None,
+) -> TransferReport:
+    """Copy every row from source to an empty target, then verify row by row.
+
+    shoal's tables come from `source_url`, the sim world's from `sim_source_url`
+    (default: the same database); both land in the target."""
     source, target = Database(source_url), Database(target_url)
-    if source.url == target.url:
+    sim_source = Database(sim_source_url) if sim_source_url else source
+    if target.url in (source.url, sim_source.url):
         raise Invalid("source and target are the same database", field="to")
     try:
         source.upgrade()
@@ -99,15 +112,18 @@ def copy_database(source_url: str, target_url: str, progress: Progress = print) 
         target.upgrade()
         sim_tables.metadata.create_all(target.engine)
         _check_target_empty(target)
-        present = _existing(source)
+        present = {id(source): _existing(source), id(sim_source): _existing(sim_source)}
+        moved: list[tuple[Table, Database]] = []
         report = TransferReport()
         for table in _tables():
-            if table.name not in present:
+            origin = sim_source if _is_sim(table) else source
+            if table.name not in present[id(origin)]:
                 continue
+            moved.append((table, origin))
             n = 0
             batch: list[dict[str, Any]] = []
             with target.engine.begin() as conn:
-                for row in _rows(source, table):
+                for row in _rows(origin, table):
                     batch.append(dict(row._mapping))
                     if len(batch) >= BATCH:
                         conn.execute(table.insert(), batch)
@@ -119,16 +135,19 @@ def copy_database(source_url: str, target_url: str, progress: Progress = print) 
             report.rows[table.name] = n
             progress(f"copied {n:>7} rows of {table.name}")
         _reset_sequences(target)
-        verify(source, target, [t for t in _tables() if t.name in present], progress)
+        verify(moved, target, progress)
         return report
     finally:
+        if sim_source is not source:
+            sim_source.close()
         source.close()
         target.close()
 
 
-def verify(source: Database, target: Database, tables: list[Table], progress: Progress) -> None:
-    """Compare every row of every table; raise Conflict naming the first difference."""
-    for table in tables:
+def verify(tables: list[tuple[Table, Database]], target: Database, progress: Progress) -> None:
+    """Compare every row of every (table, its source); raise Conflict naming the
+    first difference."""
+    for table, source in tables:
         n = 0
         for a, b in _zip_rows(_rows(source, table), _rows(target, table)):
             if a != b:
