@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import func, select
 
 from shoal.conductor.loop import Conductor
-from shoal.db import work
+from shoal.db import leases, work
 from shoal.db.engine import Database
 from shoal.db.repo.paging import Page
 from shoal.db.tables import NodeRow
@@ -175,6 +175,26 @@ def test_heterogeneous_cluster_converges_and_deletes_cleanly(env: Env) -> None:
     with env.db.read() as s:
         left = s.scalar(select(func.count()).where(NodeRow.cluster_uuid == cid))
     assert left == 0
+
+
+def test_a_new_cluster_is_passed_after_its_master_group_not_before(lite: Env) -> None:
+    """A pass of a new cluster would find nothing observed yet: it waits for its
+    master group's first pass, which pokes it, and then says what it found."""
+    cid = lite.create("fresh", [MASTER, WORKER])
+    now = utcnow()
+    assert work.claim_due(lite.db, leases.CLUSTER, "probe", now, 15, 10) == []
+    groups = work.claim_due(lite.db, leases.NODEGROUP, "probe", now, 15, 10)
+    assert len(groups) == 2
+    with lite.db.write() as s:
+        leases.release(s, "probe", [leases.key(leases.NODEGROUP, g) for g in groups])
+    lite.conductor.run_once()  # node groups first (the master group pokes), then clusters
+    c = lite.cluster(cid)
+    assert c is not None and cond.get(c.conditions, cond.CONTROL_PLANE_READY) is not None
+    assert cond.get(c.conditions, cond.READY) is not None
+    lite.step_until(lite.complete(cid))
+    c = lite.cluster(cid)
+    assert c is not None and c.status == "CREATE_COMPLETE"
+    assert c.api_address and cond.is_true(c.conditions, cond.READY)
 
 
 def test_resize_up_down_and_named_removal(lite: Env) -> None:

@@ -9,10 +9,12 @@ then take over. Works on SQLite (one process) and PostgreSQL (many).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import bindparam, delete, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -33,17 +35,37 @@ def _insert(session: Session):  # type: ignore[no-untyped-def]
     return pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
 
 
-def claim(session: Session, resource: str, holder: str, now: datetime, ttl: float) -> bool:
-    """Take the lease on `resource` if it is free or expired; True when taken."""
-    ins = _insert(session)(LeaseRow).values(
-        resource=resource, holder=holder, expires_at=now + timedelta(seconds=ttl)
+@functools.cache
+def _claim_stmt(dialect: str) -> Any:
+    """The upsert that takes a lease (parameters: resource, holder, until, now),
+    built once per dialect: claims are frequent and the statement is the same."""
+    table = LeaseRow.__table__  # Core: no ORM bulk-insert machinery for one row
+    ins = (pg_insert if dialect == "postgresql" else sqlite_insert)(table).values(
+        resource=bindparam("resource"), holder=bindparam("holder"), expires_at=bindparam("until")
     )
-    stmt = ins.on_conflict_do_update(
+    return ins.on_conflict_do_update(
         index_elements=[LeaseRow.resource],
         set_={"holder": ins.excluded.holder, "expires_at": ins.excluded.expires_at},
-        where=LeaseRow.expires_at <= now,
-    ).returning(LeaseRow.resource)
-    return session.execute(stmt).first() is not None
+        where=table.c.expires_at <= bindparam("now", type_=table.c.expires_at.type),
+    ).returning(table.c.resource)
+
+
+_RELEASE = delete(LeaseRow).where(
+    LeaseRow.holder == bindparam("holder"),
+    LeaseRow.resource.in_(bindparam("resources", expanding=True)),
+)
+
+
+def claim(session: Session, resource: str, holder: str, now: datetime, ttl: float) -> bool:
+    """Take the lease on `resource` if it is free or expired; True when taken."""
+    params = {
+        "resource": resource,
+        "holder": holder,
+        "until": now + timedelta(seconds=ttl),
+        "now": now,
+    }
+    stmt = _claim_stmt(session.get_bind().dialect.name)
+    return session.execute(stmt, params).first() is not None
 
 
 def renew(
@@ -63,11 +85,7 @@ def renew(
 def release(session: Session, holder: str, resources: Collection[str]) -> None:
     """Drop the leases `holder` holds among `resources`."""
     if resources:
-        session.execute(
-            delete(LeaseRow).where(
-                LeaseRow.holder == holder, LeaseRow.resource.in_(list(resources))
-            )
-        )
+        session.execute(_RELEASE, {"holder": holder, "resources": list(resources)})
 
 
 def holder_of(session: Session, resource: str, now: datetime) -> str | None:

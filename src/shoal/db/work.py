@@ -7,13 +7,27 @@ primary key, one DELETE ... IN; never a transaction per node.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, case, delete, func, insert, literal, or_, select, update
+from sqlalchemy import (
+    Integer,
+    Select,
+    and_,
+    bindparam,
+    case,
+    delete,
+    func,
+    insert,
+    literal,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.orm import Session
 
 from shoal.db import convert, leases, notify
@@ -23,6 +37,53 @@ from shoal.db.types import UTCDateTime, utcnow
 from shoal.domain import model as m
 
 CHUNK = 500
+
+# The tables as Core objects: the conductor's reads and writes select columns and
+# write by key, without the ORM's identity map and unit of work.
+_CL, _NG, _NODE, _EV = (
+    ClusterRow.__table__,
+    NodeGroupRow.__table__,
+    NodeRow.__table__,
+    EventRow.__table__,
+)
+# The statements every pass runs, built once with parameters (uuid, ...): building
+# and hashing a statement costs more than SQLite running it on a few rows, and a
+# small cluster pays it per pass. An UPDATE without .values() sets the columns the
+# parameters name ("b_" parameters are the WHERE clause's).
+_GROUP = select(*_NG.c).where(_NG.c.uuid == bindparam("uuid"))
+_CLUSTER = select(*_CL.c).where(_CL.c.uuid == bindparam("uuid"))
+_GROUP_NODES = (
+    select(*_NODE.c).where(_NODE.c.nodegroup_uuid == bindparam("uuid")).order_by(_NODE.c.id)
+)
+_CLUSTER_GROUPS = (
+    select(
+        _NG.c.uuid,
+        _NG.c.name,
+        _NG.c.role,
+        _NG.c.status,
+        _NG.c.status_reason,
+        _NG.c.node_count,
+        _NG.c.deleting,
+    )
+    .where(_NG.c.cluster_uuid == bindparam("uuid"))
+    .order_by(_NG.c.id)
+)
+_IN_GROUPS = _NODE.c.nodegroup_uuid.in_(bindparam("groups", expanding=True))
+_READY_IN_GROUPS = select(func.count()).where(_IN_GROUPS, _NODE.c.state == "ACTIVE")
+_FIRST_ADDRESS_IN_GROUPS = (
+    select(_NODE.c.address)
+    .where(_IN_GROUPS, _NODE.c.state == "ACTIVE", _NODE.c.address.is_not(None))
+    .order_by(_NODE.c.created_at, _NODE.c.id)
+    .limit(1)
+)
+_UPDATE_CLUSTER = update(_CL).where(_CL.c.uuid == bindparam("b_uuid"))
+_UPDATE_NODE = update(_NODE).where(_NODE.c.id == bindparam("b_id"))
+_TAKEN_NAMES = select(_NODE.c.name).where(
+    _NODE.c.name.in_(bindparam("names", expanding=True)),
+    _NODE.c.cluster_uuid == bindparam("cluster"),
+)
+_INSERT_NODES = insert(_NODE).returning(_NODE.c.uuid, _NODE.c.id)
+_INSERT_EVENTS = insert(_EV)
 
 
 @dataclass(frozen=True)
@@ -122,6 +183,24 @@ def _due(row: Any, now: datetime) -> Any:
     return or_(_unobserved(row), row.next_reconcile_at <= now)
 
 
+@functools.cache
+def _claim_query(kind: str, *, lock: bool = False) -> Select[tuple[str]]:
+    """The due, unleased resources of `kind`, oldest due first; `now` and `limit` are
+    parameters. Built once per variant: claims run several times per pass, and
+    building and hashing this statement cost more than SQLite running it."""
+    row = NodeGroupRow if kind == leases.NODEGROUP else ClusterRow
+    now = bindparam("now", type_=UTCDateTime())
+    lease_key = literal(kind + ":").concat(row.uuid)
+    q = (
+        select(row.uuid)
+        .outerjoin(LeaseRow, LeaseRow.resource == lease_key)
+        .where(_due(row, now), or_(LeaseRow.resource.is_(None), LeaseRow.expires_at <= now))
+        .order_by(func.coalesce(row.next_reconcile_at, now), row.id)
+        .limit(bindparam("limit", type_=Integer()))
+    )
+    return q.with_for_update(skip_locked=True, of=row) if lock else q
+
+
 def claim_due(
     db: Database, kind: str, holder: str, now: datetime, ttl: float, limit: int
 ) -> list[str]:
@@ -130,22 +209,12 @@ def claim_due(
     On PostgreSQL the candidates are locked FOR UPDATE SKIP LOCKED, so
     conductors claiming at the same moment take different resources.
     """
-    row = NodeGroupRow if kind == leases.NODEGROUP else ClusterRow
-    lease_key = literal(kind + ":").concat(row.uuid)
-    q = (
-        select(row.uuid)
-        .outerjoin(LeaseRow, LeaseRow.resource == lease_key)
-        .where(_due(row, now), or_(LeaseRow.resource.is_(None), LeaseRow.expires_at <= now))
-        .order_by(func.coalesce(row.next_reconcile_at, now), row.id)
-        .limit(limit)
-    )
     with db.read() as s:  # most looks find nothing: no write transaction for them
-        if s.scalar(q.limit(1)) is None:
+        if s.scalar(_claim_query(kind), {"now": now, "limit": 1}) is None:
             return []
-    if not db.is_sqlite:
-        q = q.with_for_update(skip_locked=True, of=row)
+    q = _claim_query(kind, lock=not db.is_sqlite)
     with db.write() as s:
-        uuids = list(s.scalars(q))
+        uuids = list(s.scalars(q, {"now": now, "limit": limit}))
         return [u for u in uuids if leases.claim(s, leases.key(kind, u), holder, now, ttl)]
 
 
@@ -220,15 +289,13 @@ def next_due_at(db: Database, now: datetime | None = None) -> datetime | None:
 def load_group(db: Database, uuid: str) -> GroupSnapshot | None:
     """The node group, its cluster's facts and its nodes; None when it is gone."""
     with _snapshot(db) as s:
-        ng = s.scalar(select(NodeGroupRow).where(NodeGroupRow.uuid == uuid))
+        ng = s.execute(_GROUP, {"uuid": uuid}).one_or_none()
         if ng is None:
             return None
-        cl = s.scalar(select(ClusterRow).where(ClusterRow.uuid == ng.cluster_uuid))
+        cl = s.execute(_CLUSTER, {"uuid": ng.cluster_uuid}).one_or_none()
         if cl is None:
             return None
-        nodes = s.scalars(
-            select(NodeRow).where(NodeRow.nodegroup_uuid == uuid).order_by(NodeRow.id)
-        )
+        nodes = s.execute(_GROUP_NODES, {"uuid": uuid})
         return GroupSnapshot(
             group=convert.nodegroup_from_row(ng),
             cluster_name=cl.name,
@@ -239,19 +306,21 @@ def load_group(db: Database, uuid: str) -> GroupSnapshot | None:
         )
 
 
-def apply_group(db: Database, snap: GroupSnapshot, w: GroupWrite, now: datetime) -> None:
-    """Write a node group pass: node rows, events, status (generation-guarded), pokes."""
+def apply_group(db: Database, snap: GroupSnapshot, w: GroupWrite, now: datetime) -> dict[str, int]:
+    """Write a node group pass: node rows, events, status (generation-guarded), pokes.
+    Returns the ids of the node rows it inserted, by uuid."""
     g = snap.group
+    ids: dict[str, int] = {}
     with db.write() as s:
         _lock_in_order(s, g.cluster_id, g.uuid)
         if w.inserts:
-            s.execute(insert(NodeRow), w.inserts)
-        if w.updates:
-            s.execute(update(NodeRow), w.updates)
+            ids.update((u, i) for u, i in s.execute(_INSERT_NODES, w.inserts))
+        for batch in _by_columns(w.updates):
+            s.execute(_UPDATE_NODE, batch)
         for i in range(0, len(w.delete_ids), CHUNK):
             s.execute(delete(NodeRow).where(NodeRow.id.in_(w.delete_ids[i : i + CHUNK])))
         if w.events:
-            s.execute(insert(EventRow), [_event(g.cluster_id, e, now) for e in w.events])
+            s.execute(_INSERT_EVENTS, [_event(g.cluster_id, e, now) for e in w.events])
         if w.delete_group:
             s.execute(delete(NodeRow).where(NodeRow.nodegroup_uuid == g.uuid))
             s.execute(delete(NodeGroupRow).where(NodeGroupRow.uuid == g.uuid))
@@ -260,11 +329,18 @@ def apply_group(db: Database, snap: GroupSnapshot, w: GroupWrite, now: datetime)
         if w.poke_cluster or w.delete_group:
             # The wall time of this write (not the pass start) so that a cluster
             # pass that started earlier sees the poke as newer than itself.
-            s.execute(
-                update(ClusterRow)
-                .where(ClusterRow.uuid == g.cluster_id)
-                .values(next_reconcile_at=utcnow())
-            )
+            s.execute(_UPDATE_CLUSTER, {"b_uuid": g.cluster_id, "next_reconcile_at": utcnow()})
+    return ids
+
+
+def _by_columns(updates: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Node updates (each with its "id") as executemany batches that set the same
+    columns: one UPDATE ... WHERE id = ? statement per batch."""
+    batches: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for u in updates:
+        values = {k: v for k, v in u.items() if k != "id"}
+        batches.setdefault(tuple(sorted(values)), []).append({"b_id": u["id"], **values})
+    return list(batches.values())
 
 
 def _lock_in_order(s: Session, cluster_uuid: str, group_uuid: str | None = None) -> None:
@@ -290,10 +366,30 @@ def _event(cluster_uuid: str, e: EventIn, now: datetime) -> dict[str, Any]:
     }
 
 
+@functools.cache
+def _status_stmts(table: Any) -> tuple[Any, Any]:
+    """(guarded status update, requeue update) of `table`, built once."""
+    c = table.c
+    guarded = update(table).where(
+        c.uuid == bindparam("b_uuid"), c.generation == bindparam("b_generation")
+    )
+    poked = c.next_reconcile_at > bindparam("b_started", type_=UTCDateTime())
+    nxt = bindparam("b_next", type_=UTCDateTime())
+    requeue = (
+        update(table)
+        .where(c.uuid == bindparam("b_uuid"))
+        .values(next_reconcile_at=case((poked, c.next_reconcile_at), else_=nxt))
+    )
+    return guarded, requeue
+
+
 def _write_status(s: Session, row: Any, uuid: str, st: StatusWrite, started: datetime) -> None:
     """Status fields only if the generation is still the one this pass saw; the
     requeue time unless someone asked for an earlier pass while this one ran."""
+    guarded, requeue = _status_stmts(row.__table__)
     values: dict[str, Any] = {
+        "b_uuid": uuid,
+        "b_generation": st.generation,
         "status": st.status,
         "status_reason": st.status_reason,
         "conditions": convert.conditions_to_json(st.conditions),
@@ -301,53 +397,23 @@ def _write_status(s: Session, row: Any, uuid: str, st: StatusWrite, started: dat
     }
     if st.observed:
         values["observed_generation"] = st.generation
-    s.execute(update(row).where(row.uuid == uuid, row.generation == st.generation).values(values))
-    poked = row.next_reconcile_at > started
-    s.execute(
-        update(row)
-        .where(row.uuid == uuid)
-        .values(next_reconcile_at=case((poked, row.next_reconcile_at), else_=st.next_reconcile_at))
-    )
+    s.execute(guarded, values)
+    s.execute(requeue, {"b_uuid": uuid, "b_started": started, "b_next": st.next_reconcile_at})
 
 
 def load_cluster(db: Database, uuid: str) -> ClusterSnapshot | None:
     """The cluster, a summary of its node groups and of its masters."""
     with _snapshot(db) as s:
-        cl = s.scalar(select(ClusterRow).where(ClusterRow.uuid == uuid))
+        cl = s.execute(_CLUSTER, {"uuid": uuid}).one_or_none()
         if cl is None:
             return None
-        groups = [
-            GroupSummary(
-                g.uuid, g.name, g.role, g.status, g.status_reason, g.node_count, g.deleting
-            )
-            for g in s.scalars(
-                select(NodeGroupRow)
-                .where(NodeGroupRow.cluster_uuid == uuid)
-                .order_by(NodeGroupRow.id)
-            )
-        ]
+        groups = [GroupSummary(*g) for g in s.execute(_CLUSTER_GROUPS, {"uuid": uuid})]
         master_ids = [g.uuid for g in groups if g.role == m.ROLE_MASTER]
         first: str | None = None
         ready = 0
         if master_ids:
-            ready = int(
-                s.scalar(
-                    select(func.count())
-                    .select_from(NodeRow)
-                    .where(NodeRow.nodegroup_uuid.in_(master_ids), NodeRow.state == "ACTIVE")
-                )
-                or 0
-            )
-            first = s.scalar(
-                select(NodeRow.address)
-                .where(
-                    NodeRow.nodegroup_uuid.in_(master_ids),
-                    NodeRow.state == "ACTIVE",
-                    NodeRow.address.is_not(None),
-                )
-                .order_by(NodeRow.created_at, NodeRow.id)
-                .limit(1)
-            )
+            ready = int(s.scalar(_READY_IN_GROUPS, {"groups": master_ids}) or 0)
+            first = s.scalar(_FIRST_ADDRESS_IN_GROUPS, {"groups": master_ids})
         total = sum(g.node_count for g in groups if g.role == m.ROLE_MASTER)
         return ClusterSnapshot(
             cluster=convert.cluster_from_row(cl),
@@ -383,17 +449,14 @@ def apply_cluster(db: Database, snap: ClusterSnapshot, w: ClusterWrite, now: dat
             s.execute(delete(ClusterRow).where(ClusterRow.uuid == uuid, ClusterRow.deleting))
             return
         if w.events:
-            s.execute(insert(EventRow), [_event(uuid, e, now) for e in w.events])
+            s.execute(_INSERT_EVENTS, [_event(uuid, e, now) for e in w.events])
+        facts: dict[str, Any] = {}
         if w.api_address is not None:
-            s.execute(
-                update(ClusterRow).where(ClusterRow.uuid == uuid).values(api_address=w.api_address)
-            )
+            facts["api_address"] = w.api_address
         if w.health is not None:
-            s.execute(
-                update(ClusterRow)
-                .where(ClusterRow.uuid == uuid)
-                .values(health_status=w.health[0], health_status_reason=w.health[1])
-            )
+            facts.update(health_status=w.health[0], health_status_reason=w.health[1])
+        if facts:
+            s.execute(_UPDATE_CLUSTER, {"b_uuid": uuid, **facts})
         if w.mark_groups_deleting:
             notify.request(s)  # other conductors may take these groups in parallel
             s.execute(
@@ -417,13 +480,8 @@ def taken_names(db: Database, cluster_uuid: str, names: Collection[str]) -> set[
     want = list(names)
     with db.read() as s:
         for i in range(0, len(want), CHUNK):
-            found.update(
-                s.scalars(
-                    select(NodeRow.name).where(
-                        NodeRow.name.in_(want[i : i + CHUNK]), NodeRow.cluster_uuid == cluster_uuid
-                    )
-                )
-            )
+            chunk = {"names": want[i : i + CHUNK], "cluster": cluster_uuid}
+            found.update(s.scalars(_TAKEN_NAMES, chunk))
     return found
 
 

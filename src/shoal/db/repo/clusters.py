@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import case, func, select, update
+from sqlalchemy import bindparam, case, func, select, update
 from sqlalchemy.orm import Session
 
 from shoal.db import convert
@@ -20,6 +20,10 @@ from shoal.domain import model as m
 from shoal.domain.merge import GroupPlan
 
 SORT_KEYS = frozenset({"id", "uuid", "name", "status", "created_at", "updated_at"})
+# A new cluster's first pass waits for its node groups: the first pass of its master
+# group pokes it (progress, or a status change when it has no node to add), and a
+# pass before that would find nothing observed. This due time is only the safety net.
+FIRST_PASS_AFTER = timedelta(seconds=2)
 
 
 @dataclass(frozen=True)
@@ -48,10 +52,11 @@ def get(session: Session, project_id: str, ident: str) -> m.Cluster:
 
 
 def list_page(session: Session, project_id: str, page: Page) -> list[m.Cluster]:
-    stmt = select(ClusterRow).where(ClusterRow.project_id == project_id)
-    return [
-        convert.cluster_from_row(r) for r in paginate(session, stmt, ClusterRow, page, SORT_KEYS)
-    ]
+    """One page of the project's clusters (plain rows, not ORM objects: status polls
+    list every cluster)."""
+    stmt = select(*ClusterRow.__table__.c).where(ClusterRow.project_id == project_id)
+    rows = paginate(session, stmt, ClusterRow, page, SORT_KEYS, entities=False)
+    return [convert.cluster_from_row(r) for r in rows]
 
 
 def counts(session: Session, cluster_uuids: Sequence[str]) -> dict[str, Counts]:
@@ -95,8 +100,12 @@ def addresses(session: Session, cluster_uuid: str) -> tuple[list[str], list[str]
     return workers, masters
 
 
+_COUNT_IN_PROJECT = select(func.count()).where(ClusterRow.project_id == bindparam("project_id"))
+
+
 def count_in_project(session: Session, project_id: str) -> int:
-    return int(session.scalar(select(func.count()).where(ClusterRow.project_id == project_id)) or 0)
+    """Clusters of the project (the quota check of every create: a statement built once)."""
+    return int(session.scalar(_COUNT_IN_PROJECT, {"project_id": project_id}) or 0)
 
 
 def insert(
@@ -125,12 +134,11 @@ def insert(
         status="CREATE_IN_PROGRESS",
         created_at=now,
         operation_started_at=now,
-        next_reconcile_at=now,
+        next_reconcile_at=now + FIRST_PASS_AFTER,
     )
     session.add(row)
-    session.flush()
-    for plan in groups:
-        nodegroups.insert(session, row, plan, now=now)
+    session.add_all([nodegroups.new_row(row, plan, now) for plan in groups])
+    session.flush()  # one flush for the cluster and its groups
     return convert.cluster_from_row(row)
 
 

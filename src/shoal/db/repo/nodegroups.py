@@ -35,11 +35,18 @@ def insert(
     session: Session, cluster: ClusterRow, plan: GroupPlan, *, now: datetime | None = None
 ) -> m.NodeGroup:
     """A node group of `cluster`, due for the conductor right away."""
+    row = new_row(cluster, plan, now or utcnow())
+    session.add(row)
+    session.flush()
+    return convert.nodegroup_from_row(row)
+
+
+def new_row(cluster: ClusterRow, plan: GroupPlan, now: datetime) -> NodeGroupRow:
+    """The row of a new node group of `cluster` (not added to a session yet)."""
     from shoal.db.repo.templates import new_uuid
 
-    now = now or utcnow()
     spec = plan.spec
-    row = NodeGroupRow(
+    return NodeGroupRow(
         uuid=new_uuid(),
         cluster_uuid=cluster.uuid,
         project_id=cluster.project_id,
@@ -59,9 +66,6 @@ def insert(
         operation_started_at=now,
         next_reconcile_at=now,
     )
-    session.add(row)
-    session.flush()
-    return convert.nodegroup_from_row(row)
 
 
 def find_row(

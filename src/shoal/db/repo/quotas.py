@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from shoal.db.tables import QuotaRow
@@ -11,10 +11,14 @@ from shoal.db.types import utcnow
 CLUSTER = "Cluster"
 
 
+# Built once: every cluster create checks the quota.
+_FIND = select(QuotaRow).where(
+    QuotaRow.project_id == bindparam("project_id"), QuotaRow.resource == bindparam("resource")
+)
+
+
 def find(session: Session, project_id: str, resource: str) -> QuotaRow | None:
-    return session.scalars(
-        select(QuotaRow).where(QuotaRow.project_id == project_id, QuotaRow.resource == resource)
-    ).first()
+    return session.scalars(_FIND, {"project_id": project_id, "resource": resource}).first()
 
 
 def all_rows(session: Session, project_id: str | None = None) -> list[QuotaRow]:
