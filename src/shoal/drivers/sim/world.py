@@ -74,6 +74,9 @@ _USAGE = (
     .order_by(_U.c.scope, _U.c.key)
     .with_for_update()
 )
+_M = tables.meta
+_BUCKET = select(_M.c.bucket_tokens, _M.c.bucket_at).where(_M.c.id == 1)
+_SET_BUCKET = update(_M).where(_M.c.id == 1)
 _HTTP = {429: "Too Many Requests", 500: "Internal Server Error", 502: "Bad Gateway",
          503: "Service Unavailable"}  # fmt: skip
 
@@ -316,11 +319,10 @@ class SimWorld(AdminOps):
         rate = cfg.rate_limit_per_s
         if rate <= 0:
             return None
-        m = tables.meta
-        tokens, at = conn.execute(select(m.c.bucket_tokens, m.c.bucket_at).where(m.c.id == 1)).one()
+        tokens, at = conn.execute(_BUCKET).one()
         tokens = min(cfg.rate_burst, tokens + max(0.0, now - at) * rate)
         ok = tokens >= 1.0
-        conn.execute(update(m).where(m.c.id == 1).values(bucket_tokens=tokens - ok, bucket_at=now))
+        conn.execute(_SET_BUCKET, {"bucket_tokens": tokens - ok, "bucket_at": now})
         if ok:
             return None
         return TransientError(
