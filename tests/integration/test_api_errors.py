@@ -116,6 +116,12 @@ BAD_INPUTS: list[tuple[str, str, str, Any, int, str]] = [
     ("delete default ng", "DELETE", NG + "/default-worker", None, 400, "default"),
     ("unknown path", "GET", "/clusters/c1/nothing/here", None, 404, "not be found"),
     ("wrong method", "PUT", "/clusters/c1", {}, 405, "Method"),
+    # Integers beyond what an INTEGER column holds: refused, never a database error.
+    ("huge count", "POST", CL, {"name": "x", "node_count": 10**23, **IMG}, 400, "<= 2147483647"),
+    ("huge volume", "POST", "/clustertemplates", {"name": "t", "docker_volume_size": 10**23, **IMG}, 400, "docker_volume_size"),
+    ("ngt huge volume", "POST", "/nodegrouptemplates", {"name": "t", "docker_volume_size": 10**23}, 400, "docker_volume_size"),
+    ("huge resize", "POST", "/clusters/c1/actions/resize", {"node_count": 10**23, "nodegroup": "gpu"}, 400, "node_count"),
+    ("huge quota", "POST", "/quotas", {"project_id": "p", "resource": "Cluster", "hard_limit": 10**23}, 400, "hard_limit"),
 ]  # fmt: skip
 
 

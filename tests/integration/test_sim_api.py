@@ -108,6 +108,13 @@ def test_faults_lifecycle(client: httpx.Client) -> None:
     assert client.post("/v1/sim/faults", json={"kind": "meteor"}).status_code == 400
     bad_op = {"kind": "quota_exceeded", "op": "delete"}
     assert client.post("/v1/sim/faults", json=bad_op).status_code == 400
+    # Integers beyond an INTEGER column: a 400 naming the field, nothing stored.
+    for body in ({"kind": "transient", "count": 10**23}, {"kind": "transient", "status": 10**23}):
+        r = client.post("/v1/sim/faults", json=body)
+        assert r.status_code == 400 and next(iter(body.keys() - {"kind"})) in r.text
+    assert client.delete(f"/v1/sim/faults/{10**23}").status_code == 400
+    assert client.put("/v1/sim/quotas/p", json={"cores": 10**23}).status_code == 400
+    assert client.get("/v1/sim/faults").json()["faults"] == []
 
 
 def test_reset(client: httpx.Client, world: SimWorld) -> None:

@@ -19,6 +19,9 @@ NAME_RE = re.compile(r"^[a-zA-Z][a-zA-Z0-9_.-]*$")
 CLUSTER_NAME_MAX = 242
 NAME_MAX = 255
 LABEL_KEY_MAX = 253
+# The largest integer an INTEGER column holds on every backend (PostgreSQL's
+# int4): a bigger count, size or limit is refused here rather than by the database.
+INT_MAX = 2**31 - 1
 DEFAULT_FLAVOR = "m1.small"
 
 Checker = Callable[[str, Any], Any]
@@ -60,7 +63,8 @@ def text(field: str, value: Any) -> str | None:
 
 
 def integer(field: str, value: Any, lo: int | None = None, hi: int | None = None) -> int:
-    """An integer (JSON number or decimal string) within [lo, hi]."""
+    """An integer (JSON number or decimal string) within [lo, hi] (hi: INT_MAX)."""
+    hi = INT_MAX if hi is None else hi
     if isinstance(value, bool) or value is None:
         raise Invalid(f"{field} must be an integer, not {_kind(value)}", field)
     if isinstance(value, str) and re.fullmatch(r"-?\d+", value.strip()):
@@ -69,7 +73,7 @@ def integer(field: str, value: Any, lo: int | None = None, hi: int | None = None
         raise Invalid(f"{field} must be an integer, not {_kind(value)}", field)
     if lo is not None and value < lo:
         raise Invalid(f"{field} must be >= {lo} (got {value})", field)
-    if hi is not None and value > hi:
+    if value > hi:
         raise Invalid(f"{field} must be <= {hi} (got {value})", field)
     return value
 

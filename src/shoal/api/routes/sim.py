@@ -7,16 +7,20 @@ same world sees the changes. With another driver in use they answer 409.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Path, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from shoal.domain.errors import Conflict, Invalid
+from shoal.domain.validation import INT_MAX
 from shoal.drivers.contract import MachineState
 from shoal.drivers.sim.world import SimWorld
 
 router = APIRouter(prefix="/sim", tags=["sim"])
+
+# Counts and sizes the sim stores in INTEGER columns: bounded like every other integer.
+Count = Annotated[int, Field(ge=0, le=INT_MAX)]
 
 
 class _Body(BaseModel):
@@ -24,9 +28,9 @@ class _Body(BaseModel):
 
 
 class QuotaBody(_Body):
-    instances: int | None = Field(None, ge=0)
-    cores: int | None = Field(None, ge=0)
-    ram_mb: int | None = Field(None, ge=0)
+    instances: Count | None = None
+    cores: Count | None = None
+    ram_mb: Count | None = None
 
 
 class ConfigPatch(_Body):
@@ -39,7 +43,7 @@ class ConfigPatch(_Body):
     rate_limit_per_s: float | None = Field(None, ge=0)
     rate_limit_burst_s: float | None = Field(None, ge=0, le=86_400)
     availability_zones: list[str] | None = None
-    az_capacity_cores: dict[str, int] | None = None
+    az_capacity_cores: dict[str, Count] | None = None
     default_quota: QuotaBody | None = None
 
 
@@ -52,11 +56,11 @@ class FaultBody(_Body):
     cluster: str | None = None
     nodegroup: str | None = None
     flavor: str | None = None
-    count: int | None = Field(None, ge=0)
+    count: Count | None = None
     probability: float = Field(1.0, ge=0, le=1)
     message: str | None = None
-    status: int | None = None
-    retry_after: float | None = Field(None, ge=0)
+    status: int | None = Field(None, ge=100, le=599)
+    retry_after: float | None = Field(None, ge=0, le=86_400)
 
 
 def _world(request: Request) -> SimWorld:
@@ -116,7 +120,9 @@ def add_fault(request: Request, body: FaultBody) -> dict[str, Any]:
 
 
 @router.delete("/faults/{fault_id}", status_code=204)
-def delete_fault(request: Request, fault_id: int) -> Response:
+def delete_fault(
+    request: Request, fault_id: Annotated[int, Path(ge=0, le=INT_MAX)]
+) -> Response:
     _world(request).delete_fault(fault_id)
     return Response(status_code=204)
 
