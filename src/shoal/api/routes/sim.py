@@ -120,9 +120,7 @@ def add_fault(request: Request, body: FaultBody) -> dict[str, Any]:
 
 
 @router.delete("/faults/{fault_id}", status_code=204)
-def delete_fault(
-    request: Request, fault_id: Annotated[int, Path(ge=0, le=INT_MAX)]
-) -> Response:
+def delete_fault(request: Request, fault_id: Annotated[int, Path(ge=0, le=INT_MAX)]) -> Response:
     _world(request).delete_fault(fault_id)
     return Response(status_code=204)
 
