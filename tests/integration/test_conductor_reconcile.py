@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 from shoal.conductor.loop import Conductor
 from shoal.db import leases, work
 from shoal.db.engine import Database
 from shoal.db.repo.paging import Page
-from shoal.db.tables import NodeRow
+from shoal.db.tables import ClusterRow, NodeGroupRow, NodeRow
 from shoal.db.types import utcnow
 from shoal.domain import conditions as cond
 from shoal.domain import model as m
@@ -195,6 +195,49 @@ def test_a_new_cluster_is_passed_after_its_master_group_not_before(lite: Env) ->
     c = lite.cluster(cid)
     assert c is not None and c.status == "CREATE_COMPLETE"
     assert c.api_address and cond.is_true(c.conditions, cond.READY)
+
+
+def test_claims_take_the_longest_due_first_and_skip_leased_ones(lite: Env) -> None:
+    """Claims scan the due index in order: the earliest requeue time first, a
+    resource leased by someone else skipped, one not yet due left alone."""
+    cids = [lite.create(f"o{i}", [MASTER]) for i in range(4)]
+    groups = [lite.group(c, "m").uuid for c in cids]
+    now = utcnow()
+    with lite.db.write() as s:  # due 3 s ago, 2 s ago, 1 s ago, in an hour
+        for g, at in zip(groups, (-3, -2, -1, 3600), strict=True):
+            s.execute(
+                update(NodeGroupRow)
+                .where(NodeGroupRow.uuid == g)
+                .values(next_reconcile_at=now + timedelta(seconds=at))
+            )
+        leases.claim(s, leases.key(leases.NODEGROUP, groups[0]), "peer", now, 15)
+        s.execute(update(ClusterRow).values(next_reconcile_at=None))
+    got = work.claim_due(lite.db, leases.NODEGROUP, "me", now, 15, 10)
+    assert got == [groups[1], groups[2]]
+    # Next: not the leased group's old due time, but the first lease to expire.
+    assert work.next_due_at(lite.db, now) == now + timedelta(seconds=15)
+    with lite.db.write() as s:
+        leases.release(s, "me", [leases.key(leases.NODEGROUP, g) for g in got])
+        leases.release(s, "peer", [leases.key(leases.NODEGROUP, groups[0])])
+    assert work.next_due_at(lite.db, now) == now - timedelta(seconds=3)
+
+
+def test_heartbeat_requeues_a_new_generation_left_without_a_due_time(lite: Env) -> None:
+    """The safety net: desired state whose write set no requeue time is picked up
+    by the next heartbeat, not lost."""
+    cid = lite.create("net", [MASTER])
+    lite.step_until(lite.complete(cid))
+    g = lite.group(cid, "m")
+    with lite.db.write() as s:  # a desired-state write that forgot next_reconcile_at
+        s.execute(
+            update(NodeGroupRow)
+            .where(NodeGroupRow.uuid == g.uuid)
+            .values(node_count=2, generation=NodeGroupRow.generation + 1, next_reconcile_at=None)
+        )
+    assert work.claim_due(lite.db, leases.NODEGROUP, "me", utcnow(), 15, 10) == []
+    lite.conductor.heartbeat()
+    assert work.claim_due(lite.db, leases.NODEGROUP, "me", utcnow(), 0.001, 10) == [g.uuid]
+    lite.step_until(lambda: len(lite.nodes(cid, "m")) == 2 and lite.complete(cid)())
 
 
 def test_resize_up_down_and_named_removal(lite: Env) -> None:

@@ -204,6 +204,8 @@ class Conductor:
             leases.report_alive(s, self.host, now)
         alive = now - timedelta(seconds=3 * self.heartbeat_period())
         self._live = work.live_conductors(self.ctx.db, alive)
+        if work.requeue_unobserved(self.ctx.db, now):
+            self.wake()
 
     # -- background ----------------------------------------------------------
 

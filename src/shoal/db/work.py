@@ -172,15 +172,25 @@ def _snapshot(db: Database) -> Iterator[Session]:
         yield s
 
 
-def _unobserved(row: Any) -> Any:
-    """A new generation with no requeue time: due now (a safety net; every desired-state
-    write also sets next_reconcile_at = now). A pass in progress has a requeue time,
-    so an unobserved generation does not make it due again at once (no spinning)."""
-    return and_(row.observed_generation < row.generation, row.next_reconcile_at.is_(None))
+def _due(row: Any, now: Any) -> Any:
+    """Due: its requeue time has come. Every desired-state write sets it to now and
+    every pass to when it wants to be looked at again (None at rest), so claims
+    and next-due lookups are ordered scans of the `next_reconcile_at` index that
+    stop at the first rows they need, whatever the backlog."""
+    return row.next_reconcile_at <= now
 
 
-def _due(row: Any, now: datetime) -> Any:
-    return or_(_unobserved(row), row.next_reconcile_at <= now)
+def _free(now: Any) -> Any:
+    """No lease on the joined resource, or an expired one."""
+    return or_(LeaseRow.resource.is_(None), LeaseRow.expires_at <= now)
+
+
+def _lease_join(kind: str, row: Any) -> Any:
+    return LeaseRow.resource == literal(kind + ":").concat(row.uuid)
+
+
+def _row(kind: str) -> Any:
+    return NodeGroupRow if kind == leases.NODEGROUP else ClusterRow
 
 
 @functools.cache
@@ -188,17 +198,64 @@ def _claim_query(kind: str, *, lock: bool = False) -> Select[tuple[str]]:
     """The due, unleased resources of `kind`, oldest due first; `now` and `limit` are
     parameters. Built once per variant: claims run several times per pass, and
     building and hashing this statement cost more than SQLite running it."""
-    row = NodeGroupRow if kind == leases.NODEGROUP else ClusterRow
+    row = _row(kind)
     now = bindparam("now", type_=UTCDateTime())
-    lease_key = literal(kind + ":").concat(row.uuid)
     q = (
         select(row.uuid)
-        .outerjoin(LeaseRow, LeaseRow.resource == lease_key)
-        .where(_due(row, now), or_(LeaseRow.resource.is_(None), LeaseRow.expires_at <= now))
-        .order_by(func.coalesce(row.next_reconcile_at, now), row.id)
+        .outerjoin(LeaseRow, _lease_join(kind, row))
+        .where(_due(row, now), _free(now))
+        .order_by(row.next_reconcile_at, row.id)
         .limit(bindparam("limit", type_=Integer()))
     )
     return q.with_for_update(skip_locked=True, of=row) if lock else q
+
+
+@functools.cache
+def _next_query(kind: str) -> Select[tuple[datetime]]:
+    """The earliest requeue time of an unleased resource of `kind` (`now` a parameter)."""
+    row = _row(kind)
+    now = bindparam("now", type_=UTCDateTime())
+    return (
+        select(row.next_reconcile_at)
+        .outerjoin(LeaseRow, _lease_join(kind, row))
+        .where(row.next_reconcile_at.is_not(None), _free(now))
+        .order_by(row.next_reconcile_at)
+        .limit(1)
+    )
+
+
+_NEXT_EXPIRY = (
+    select(LeaseRow.expires_at)
+    .where(LeaseRow.expires_at > bindparam("now", type_=UTCDateTime()))
+    .order_by(LeaseRow.expires_at)
+    .limit(1)
+)
+
+
+def requeue_unobserved(db: Database, now: datetime) -> int:
+    """The safety net: a resource whose generation moved but that has no requeue
+    time (a desired-state write that did not set one) is made due now. Run by
+    the conductor's heartbeat, not by every claim; a read finds most times that
+    there is nothing to do. Returns how many it requeued."""
+    with db.read() as s:
+        if not any(s.scalar(q) for q in _UNOBSERVED):
+            return 0
+    found = 0
+    with db.write() as s:
+        for row in (NodeGroupRow, ClusterRow):
+            found += s.execute(
+                update(row.__table__).where(_unobserved(row)).values(next_reconcile_at=now)
+            ).rowcount
+    return found
+
+
+def _unobserved(row: Any) -> Any:
+    return and_(row.observed_generation < row.generation, row.next_reconcile_at.is_(None))
+
+
+_UNOBSERVED = tuple(
+    select(row.id).where(_unobserved(row)).limit(1) for row in (NodeGroupRow, ClusterRow)
+)
 
 
 def claim_due(
@@ -229,16 +286,11 @@ class Load:
 
 def load(db: Database, kind: str, now: datetime, alive_since: datetime) -> Load:
     """Due work of `kind` and live conductors, for the per-conductor fair share."""
-    row = NodeGroupRow if kind == leases.NODEGROUP else ClusterRow
-    lease_key = literal(kind + ":").concat(row.uuid)
-    at = literal(now, UTCDateTime())
-    ready = case((_unobserved(row), at), else_=row.next_reconcile_at)
+    row = _row(kind)
     with db.read() as s:
         due = s.scalar(select(func.count()).select_from(row).where(_due(row, now)))
         oldest = s.scalar(
-            select(func.min(ready))
-            .outerjoin(LeaseRow, LeaseRow.resource == lease_key)
-            .where(_due(row, now), or_(LeaseRow.resource.is_(None), LeaseRow.expires_at <= now))
+            _claim_query(kind).with_only_columns(row.next_reconcile_at), {"now": now, "limit": 1}
         )
         live = s.scalar(
             select(func.count())
@@ -262,28 +314,16 @@ def live_conductors(db: Database, alive_since: datetime) -> int:
 def next_due_at(db: Database, now: datetime | None = None) -> datetime | None:
     """When a conductor may next find something to claim: the earliest requeue time
     of a resource nobody holds, or the earliest expiry of a lease someone holds
-    (a crashed holder's work becomes claimable then); `now` when work is due."""
-    now = now or utcnow()
-    at = literal(now, UTCDateTime())
-    found: list[datetime] = []
+    (a crashed holder's work becomes claimable then). Three ordered index scans
+    of one row each."""
+    params = {"now": now or utcnow()}
     with db.read() as s:
-        for kind, row in ((leases.NODEGROUP, NodeGroupRow), (leases.CLUSTER, ClusterRow)):
-            lease_key = literal(kind + ":").concat(row.uuid)
-            ready = case((_unobserved(row), at), else_=row.next_reconcile_at)
-            t = s.scalar(
-                select(func.min(ready))
-                .outerjoin(LeaseRow, LeaseRow.resource == lease_key)
-                .where(
-                    or_(_unobserved(row), row.next_reconcile_at.is_not(None)),
-                    or_(LeaseRow.resource.is_(None), LeaseRow.expires_at <= now),
-                )
-            )
-            if t is not None:
-                found.append(t)
-        t = s.scalar(select(func.min(LeaseRow.expires_at)).where(LeaseRow.expires_at > now))
-        if t is not None:
-            found.append(t)
-    return min(found, default=None)
+        found = [
+            s.scalar(_next_query(leases.NODEGROUP), params),
+            s.scalar(_next_query(leases.CLUSTER), params),
+            s.scalar(_NEXT_EXPIRY, params),
+        ]
+    return min((t for t in found if t is not None), default=None)
 
 
 def load_group(db: Database, uuid: str) -> GroupSnapshot | None:
@@ -373,12 +413,22 @@ def _status_stmts(table: Any) -> tuple[Any, Any]:
     guarded = update(table).where(
         c.uuid == bindparam("b_uuid"), c.generation == bindparam("b_generation")
     )
-    poked = c.next_reconcile_at > bindparam("b_started", type_=UTCDateTime())
+    started = bindparam("b_started", type_=UTCDateTime())
+    poked = c.next_reconcile_at > started
+    # Desired state written while this pass ran (its generation moved): due, even
+    # if that write's clock was behind this pass's start.
+    moved = c.generation != bindparam("b_generation")
     nxt = bindparam("b_next", type_=UTCDateTime())
     requeue = (
         update(table)
         .where(c.uuid == bindparam("b_uuid"))
-        .values(next_reconcile_at=case((poked, c.next_reconcile_at), else_=nxt))
+        .values(
+            next_reconcile_at=case(
+                (poked, c.next_reconcile_at),
+                (moved, func.coalesce(c.next_reconcile_at, started)),
+                else_=nxt,
+            )
+        )
     )
     return guarded, requeue
 
@@ -398,7 +448,15 @@ def _write_status(s: Session, row: Any, uuid: str, st: StatusWrite, started: dat
     if st.observed:
         values["observed_generation"] = st.generation
     s.execute(guarded, values)
-    s.execute(requeue, {"b_uuid": uuid, "b_started": started, "b_next": st.next_reconcile_at})
+    s.execute(
+        requeue,
+        {
+            "b_uuid": uuid,
+            "b_started": started,
+            "b_next": st.next_reconcile_at,
+            "b_generation": st.generation,
+        },
+    )
 
 
 def load_cluster(db: Database, uuid: str) -> ClusterSnapshot | None:
