@@ -134,3 +134,30 @@ def test_embedded_conductor_is_woken_in_process_on_sqlite(
     print(f"\nin-process wake-up (HTTP create to first node row): worst {worst * 1000:.0f} ms")
     record_property("inprocess_wakeup_worst_ms", round(worst * 1000, 1))
     assert worst < 1.0
+
+
+@pytest.mark.postgres
+def test_a_conductor_write_notifies_at_commit_only(pg_url: str) -> None:
+    """`notify.send` in a Core transaction (the conductor marking a deleted cluster's
+    groups): delivered when it commits, never for a rollback."""
+    db = Database(pg_url)
+    seen: list[float] = []
+    listener = notify.Listener(db.url, lambda: seen.append(time.monotonic()))
+    listener.start()
+    try:
+        assert listener.connected.wait(5)
+        time.sleep(0.2)
+        seen.clear()  # the listener's own first call after connecting
+        with pytest.raises(RuntimeError), db.core_write() as conn:
+            notify.send(conn)
+            raise RuntimeError("the pass fails after its write")
+        with db.core_write() as conn:
+            notify.send(conn)
+            time.sleep(0.3)
+            assert seen == []  # not before the commit
+        latency_until(lambda: len(seen) == 1, time.monotonic(), limit=2.0)
+        time.sleep(0.2)
+        assert len(seen) == 1
+    finally:
+        listener.stop()
+        db.close()

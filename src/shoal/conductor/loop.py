@@ -112,7 +112,7 @@ class Conductor:
             with self._held_lock:
                 self._held.discard(key)
             try:
-                with self.ctx.db.write() as s:
+                with self.ctx.db.core_write() as s:
                     leases.release(s, self.holder, [key])
             except Exception:  # the lease expires by itself
                 log.exception("%s: could not release lease", key)
@@ -199,7 +199,7 @@ class Conductor:
         now = self.ctx.now()
         with self._held_lock:
             held = set(self._held)
-        with self.ctx.db.write() as s:
+        with self.ctx.db.core_write() as s:
             leases.renew(s, self.holder, held, now, self.settings.lease_seconds)
             leases.report_alive(s, self.host, now)
         alive = now - timedelta(seconds=3 * self.heartbeat_period())
@@ -238,7 +238,7 @@ class Conductor:
             self._held.difference_update(queued)
         if queued:  # claimed but never started: free them for the next conductor now
             try:
-                with self.ctx.db.write() as s:
+                with self.ctx.db.core_write() as s:
                     leases.release(s, self.holder, queued)
             except Exception:  # the leases expire by themselves
                 log.exception("could not release queued leases")

@@ -14,7 +14,7 @@ from collections.abc import Collection
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import bindparam, delete, select, update
+from sqlalchemy import Connection, bindparam, delete, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -31,8 +31,17 @@ def key(kind: str, uuid: str) -> str:
     return f"{kind}:{uuid}"
 
 
-def _insert(session: Session):  # type: ignore[no-untyped-def]
-    return pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+# Leases are written through a Core connection by the conductor and through a
+# Session by the services and tests: both execute statements alike.
+Executor = Connection | Session
+
+
+def _dialect(s: Executor) -> str:
+    return s.dialect.name if isinstance(s, Connection) else s.get_bind().dialect.name
+
+
+def _insert(session: Executor):  # type: ignore[no-untyped-def]
+    return pg_insert if _dialect(session) == "postgresql" else sqlite_insert
 
 
 @functools.cache
@@ -56,7 +65,7 @@ _RELEASE = delete(LeaseRow).where(
 )
 
 
-def claim(session: Session, resource: str, holder: str, now: datetime, ttl: float) -> bool:
+def claim(session: Executor, resource: str, holder: str, now: datetime, ttl: float) -> bool:
     """Take the lease on `resource` if it is free or expired; True when taken."""
     params = {
         "resource": resource,
@@ -64,12 +73,12 @@ def claim(session: Session, resource: str, holder: str, now: datetime, ttl: floa
         "until": now + timedelta(seconds=ttl),
         "now": now,
     }
-    stmt = _claim_stmt(session.get_bind().dialect.name)
+    stmt = _claim_stmt(_dialect(session))
     return session.execute(stmt, params).first() is not None
 
 
 def renew(
-    session: Session, holder: str, resources: Collection[str], now: datetime, ttl: float
+    session: Executor, holder: str, resources: Collection[str], now: datetime, ttl: float
 ) -> int:
     """Extend the leases `holder` still holds among `resources`; return how many."""
     if not resources:
@@ -82,20 +91,20 @@ def renew(
     return int(getattr(result, "rowcount", 0) or 0)
 
 
-def release(session: Session, holder: str, resources: Collection[str]) -> None:
+def release(session: Executor, holder: str, resources: Collection[str]) -> None:
     """Drop the leases `holder` holds among `resources`."""
     if resources:
         session.execute(_RELEASE, {"holder": holder, "resources": list(resources)})
 
 
-def holder_of(session: Session, resource: str, now: datetime) -> str | None:
+def holder_of(session: Executor, resource: str, now: datetime) -> str | None:
     """Who holds an unexpired lease on `resource`, if anyone."""
     return session.scalar(
         select(LeaseRow.holder).where(LeaseRow.resource == resource, LeaseRow.expires_at > now)
     )
 
 
-def report_alive(session: Session, host: str, now: datetime) -> None:
+def report_alive(session: Executor, host: str, now: datetime) -> None:
     """Register or refresh this conductor in `conductors` (report_count += 1)."""
     ins = _insert(session)(ConductorRow).values(
         host=host,

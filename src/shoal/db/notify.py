@@ -7,7 +7,9 @@ before its commit it runs `NOTIFY shoal_work` on PostgreSQL (so the
 notification fires exactly when the write becomes visible, and never for a
 rolled-back request), and right after the commit it calls `on_commit` (the
 in-process conductor's `wake`, for the embedded SQLite setup). Code that writes
-with Core statements flags the session itself with `request(session)`.
+with Core statements flags the session itself with `request(session)`; the
+conductor, which writes through Core connections, calls `send(conn)` (its own
+process goes on claiming after a pass, so only other processes need telling).
 
 Readers: `Listener` holds one dedicated autocommit psycopg connection that
 `LISTEN`s on the channel and calls a callback for each notification; it
@@ -23,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 import psycopg
-from sqlalchemy import event, inspect, text
+from sqlalchemy import Connection, event, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
@@ -40,6 +42,13 @@ log = logging.getLogger(__name__)
 def request(session: Session) -> None:
     """Wake conductors when this session's transaction commits."""
     session.info[_FLAG] = True
+
+
+def send(conn: Connection) -> None:
+    """NOTIFY conductors when `conn`'s transaction commits (PostgreSQL delivers a
+    NOTIFY at commit, never for a rollback); nothing to send on SQLite."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(text(f"NOTIFY {CHANNEL}"))
 
 
 def _moved(obj: Any) -> bool:

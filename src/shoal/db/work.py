@@ -8,13 +8,13 @@ primary key, one DELETE ... IN; never a transaction per node.
 from __future__ import annotations
 
 import functools
-from collections.abc import Collection, Iterator
-from contextlib import contextmanager
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
+    Connection,
     Integer,
     Select,
     and_,
@@ -28,7 +28,6 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.orm import Session
 
 from shoal.db import convert, leases, notify
 from shoal.db.engine import Database
@@ -162,16 +161,6 @@ class GroupWrite:
         )
 
 
-@contextmanager
-def _snapshot(db: Database) -> Iterator[Session]:
-    """A read session whose queries all see one snapshot (REPEATABLE READ on PostgreSQL;
-    SQLite's deferred transaction already is one)."""
-    with db.read() as s:
-        if not db.is_sqlite:
-            s.connection(execution_options={"isolation_level": "REPEATABLE READ"})
-        yield s
-
-
 def _due(row: Any, now: Any) -> Any:
     """Due: its requeue time has come. Every desired-state write sets it to now and
     every pass to when it wants to be looked at again (None at rest), so claims
@@ -237,11 +226,11 @@ def requeue_unobserved(db: Database, now: datetime) -> int:
     time (a desired-state write that did not set one) is made due now. Run by
     the conductor's heartbeat, not by every claim; a read finds most times that
     there is nothing to do. Returns how many it requeued."""
-    with db.read() as s:
+    with db.core_read() as s:
         if not any(s.scalar(q) for q in _UNOBSERVED):
             return 0
     found = 0
-    with db.write() as s:
+    with db.core_write() as s:
         for row in (NodeGroupRow, ClusterRow):
             found += s.execute(
                 update(row.__table__).where(_unobserved(row)).values(next_reconcile_at=now)
@@ -266,11 +255,11 @@ def claim_due(
     On PostgreSQL the candidates are locked FOR UPDATE SKIP LOCKED, so
     conductors claiming at the same moment take different resources.
     """
-    with db.read() as s:  # most looks find nothing: no write transaction for them
+    with db.core_read() as s:  # most looks find nothing: no write transaction for them
         if s.scalar(_claim_query(kind), {"now": now, "limit": 1}) is None:
             return []
     q = _claim_query(kind, lock=not db.is_sqlite)
-    with db.write() as s:
+    with db.core_write() as s:
         uuids = list(s.scalars(q, {"now": now, "limit": limit}))
         return [u for u in uuids if leases.claim(s, leases.key(kind, u), holder, now, ttl)]
 
@@ -287,7 +276,7 @@ class Load:
 def load(db: Database, kind: str, now: datetime, alive_since: datetime) -> Load:
     """Due work of `kind` and live conductors, for the per-conductor fair share."""
     row = _row(kind)
-    with db.read() as s:
+    with db.core_read() as s:
         due = s.scalar(select(func.count()).select_from(row).where(_due(row, now)))
         oldest = s.scalar(
             _claim_query(kind).with_only_columns(row.next_reconcile_at), {"now": now, "limit": 1}
@@ -302,7 +291,7 @@ def load(db: Database, kind: str, now: datetime, alive_since: datetime) -> Load:
 
 def live_conductors(db: Database, alive_since: datetime) -> int:
     """Conductors that reported since `alive_since` and are not disabled."""
-    with db.read() as s:
+    with db.core_read() as s:
         n = s.scalar(
             select(func.count())
             .select_from(ConductorRow)
@@ -317,7 +306,7 @@ def next_due_at(db: Database, now: datetime | None = None) -> datetime | None:
     (a crashed holder's work becomes claimable then). Three ordered index scans
     of one row each."""
     params = {"now": now or utcnow()}
-    with db.read() as s:
+    with db.core_read() as s:
         found = [
             s.scalar(_next_query(leases.NODEGROUP), params),
             s.scalar(_next_query(leases.CLUSTER), params),
@@ -328,7 +317,7 @@ def next_due_at(db: Database, now: datetime | None = None) -> datetime | None:
 
 def load_group(db: Database, uuid: str) -> GroupSnapshot | None:
     """The node group, its cluster's facts and its nodes; None when it is gone."""
-    with _snapshot(db) as s:
+    with db.core_read(snapshot=True) as s:
         ng = s.execute(_GROUP, {"uuid": uuid}).one_or_none()
         if ng is None:
             return None
@@ -351,7 +340,7 @@ def apply_group(db: Database, snap: GroupSnapshot, w: GroupWrite, now: datetime)
     Returns the ids of the node rows it inserted, by uuid."""
     g = snap.group
     ids: dict[str, int] = {}
-    with db.write() as s:
+    with db.core_write() as s:
         _lock_in_order(s, g.cluster_id, g.uuid)
         if w.inserts:
             ids.update((u, i) for u, i in s.execute(_INSERT_NODES, w.inserts))
@@ -383,11 +372,11 @@ def _by_columns(updates: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     return list(batches.values())
 
 
-def _lock_in_order(s: Session, cluster_uuid: str, group_uuid: str | None = None) -> None:
+def _lock_in_order(s: Connection, cluster_uuid: str, group_uuid: str | None = None) -> None:
     """Row-lock the cluster, then the node group, before touching nodes: the order the
     services lock in (cluster -> group -> nodes), so an API write racing a pass
     waits for it instead of deadlocking with it. SQLite has one writer anyway."""
-    if s.get_bind().dialect.name == "sqlite":
+    if s.dialect.name == "sqlite":
         return
     s.execute(select(ClusterRow.id).where(ClusterRow.uuid == cluster_uuid).with_for_update())
     if group_uuid is not None:
@@ -433,7 +422,7 @@ def _status_stmts(table: Any) -> tuple[Any, Any]:
     return guarded, requeue
 
 
-def _write_status(s: Session, row: Any, uuid: str, st: StatusWrite, started: datetime) -> None:
+def _write_status(s: Connection, row: Any, uuid: str, st: StatusWrite, started: datetime) -> None:
     """Status fields only if the generation is still the one this pass saw; the
     requeue time unless someone asked for an earlier pass while this one ran."""
     guarded, requeue = _status_stmts(row.__table__)
@@ -461,7 +450,7 @@ def _write_status(s: Session, row: Any, uuid: str, st: StatusWrite, started: dat
 
 def load_cluster(db: Database, uuid: str) -> ClusterSnapshot | None:
     """The cluster, a summary of its node groups and of its masters."""
-    with _snapshot(db) as s:
+    with db.core_read(snapshot=True) as s:
         cl = s.execute(_CLUSTER, {"uuid": uuid}).one_or_none()
         if cl is None:
             return None
@@ -498,7 +487,7 @@ class ClusterWrite:
 def apply_cluster(db: Database, snap: ClusterSnapshot, w: ClusterWrite, now: datetime) -> None:
     """Write a cluster pass in one transaction."""
     uuid = snap.cluster.uuid
-    with db.write() as s:
+    with db.core_write() as s:
         _lock_in_order(s, uuid)
         if w.delete_cluster:
             s.execute(delete(NodeRow).where(NodeRow.cluster_uuid == uuid))
@@ -516,7 +505,7 @@ def apply_cluster(db: Database, snap: ClusterSnapshot, w: ClusterWrite, now: dat
         if facts:
             s.execute(_UPDATE_CLUSTER, {"b_uuid": uuid, **facts})
         if w.mark_groups_deleting:
-            notify.request(s)  # other conductors may take these groups in parallel
+            notify.send(s)  # other conductors may take these groups in parallel
             s.execute(
                 update(NodeGroupRow)
                 .where(NodeGroupRow.uuid.in_(w.mark_groups_deleting))
@@ -536,7 +525,7 @@ def taken_names(db: Database, cluster_uuid: str, names: Collection[str]) -> set[
     name index: a pass that adds nodes checks only its new names, not the cluster's)."""
     found: set[str] = set()
     want = list(names)
-    with db.read() as s:
+    with db.core_read() as s:
         for i in range(0, len(want), CHUNK):
             chunk = {"names": want[i : i + CHUNK], "cluster": cluster_uuid}
             found.update(s.scalars(_TAKEN_NAMES, chunk))
@@ -547,7 +536,7 @@ def existing_node_uuids(db: Database, uuids: Collection[str]) -> set[str]:
     """Which of `uuids` have a node row (chunked IN queries)."""
     found: set[str] = set()
     ids = list(uuids)
-    with db.read() as s:
+    with db.core_read() as s:
         for i in range(0, len(ids), CHUNK):
             found.update(
                 s.scalars(select(NodeRow.uuid).where(NodeRow.uuid.in_(ids[i : i + CHUNK])))
@@ -559,8 +548,8 @@ def node_ids(db: Database, uuids: Collection[str]) -> dict[str, m.Node]:
     """Node rows by uuid (to learn the ids of rows this pass just inserted)."""
     out: dict[str, m.Node] = {}
     ids = list(uuids)
-    with db.read() as s:
+    with db.core_read() as s:
         for i in range(0, len(ids), CHUNK):
-            for r in s.scalars(select(NodeRow).where(NodeRow.uuid.in_(ids[i : i + CHUNK]))):
+            for r in s.execute(select(*_NODE.c).where(_NODE.c.uuid.in_(ids[i : i + CHUNK]))):
                 out[r.uuid] = convert.node_from_row(r)
     return out
