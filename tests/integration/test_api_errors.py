@@ -5,12 +5,14 @@ error shape and stores nothing."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import text
 
-from tests.integration.api_support import Api, row_counts, seed_nodes
+from tests.integration.api_support import Api, api_server, db_of, row_counts, seed_nodes
 from tests.support.server import LiveServer
 
 
@@ -310,3 +312,19 @@ def test_quota_and_ambiguous_names(server: LiveServer) -> None:
     api.ok("DELETE", f"/quotas/{api.project}/Cluster", 204)
     assert api.ok("GET", f"/quotas/{api.project}/Cluster")["hard_limit"] == 20
     assert api.ok("GET", "/stats") == {"clusters": 3, "nodes": 6}
+
+
+def test_a_broken_database_is_a_500_in_magnums_shape_with_headers(tmp_path: Path) -> None:
+    """The last resort: an unexpected failure (here the events table is gone under
+    the running server) answers 500 in Magnum's error shape with a request id
+    that the server log names, and the version headers; the server goes on."""
+    with api_server("sqlite", tmp_path) as srv:
+        api = Api(srv)
+        api.ok("POST", "/clusters", 202, json={"name": "b1", **IMG})
+        with db_of(srv).write() as s:
+            s.execute(text("DROP TABLE events"))
+        r = api.request("GET", "/clusters/b1/events")
+        err = assert_magnum_error(r, 500)
+        assert r.headers["X-OpenStack-Request-Id"] in err["detail"]
+        assert r.headers["OpenStack-API-Version"] == "container-infra 1.14"
+        assert api.request("GET", "/clusters/b1").status_code == 200

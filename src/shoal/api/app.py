@@ -7,14 +7,15 @@ starts the conductor (if the runtime has one) and stops it at shutdown.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DBAPIError
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from shoal.api import errors, microversion
 from shoal.api.routes import clusters, clustertemplates, misc, nodegroups, nodegrouptemplates
@@ -46,49 +47,92 @@ class NormalizePath:
         await self.app(scope, receive, send)
 
 
-def _version_headers(response: Response, version: tuple[int, int]) -> None:
-    response.headers["OpenStack-API-Minimum-Version"] = "container-infra " + microversion.fmt(
-        microversion.MIN
-    )
-    response.headers["OpenStack-API-Maximum-Version"] = "container-infra " + microversion.fmt(
-        microversion.MAX
-    )
-    response.headers["OpenStack-API-Version"] = "container-infra " + microversion.fmt(version)
-    response.headers["Vary"] = microversion.HEADER
+def _version_headers(version: tuple[int, int]) -> list[tuple[bytes, bytes]]:
+    return [
+        (b"openstack-api-minimum-version", b"container-infra " + _fmt(microversion.MIN)),
+        (b"openstack-api-maximum-version", b"container-infra " + _fmt(microversion.MAX)),
+        (b"openstack-api-version", b"container-infra " + _fmt(version)),
+        (b"vary", microversion.HEADER.encode()),
+    ]
 
 
-async def _per_request(
-    request: Request, call_next: Callable[[Request], Awaitable[Response]]
-) -> Response:
-    """Request id, microversion negotiation and a last-resort 500 in Magnum's shape."""
-    req_id = f"req-{uuid.uuid4()}"
-    request.state.request_id = req_id
-    version = microversion.DEFAULT
-    try:
-        version = microversion.parse(request.headers.get(microversion.HEADER))
-        request.state.version = version
-        response = await call_next(request)
-    except microversion.UnsupportedVersion as exc:
-        lo, hi = microversion.fmt(microversion.MIN), microversion.fmt(microversion.MAX)
-        body = errors.body(406, "Requested microversion is unsupported", req_id)
-        body["errors"][0].update(
-            code="magnum.microversion-unsupported",
-            title="Requested microversion is unsupported",
-            detail=f"Version {exc} was requested but the minimum supported version is "
-            f"{lo} and the maximum is {hi}.",
-            min_version=lo,
-            max_version=hi,
-        )
-        response = JSONResponse(body, status_code=406)
-    except microversion.BadVersion as exc:
-        response = JSONResponse(errors.body(400, str(exc), req_id), status_code=400)
-    except Exception:
-        errors.log.exception("unhandled error in %s %s", request.method, request.url.path)
-        msg = f"Internal error; see the server log for {req_id}"
-        response = JSONResponse(errors.body(500, msg, req_id), status_code=500)
-    response.headers["X-OpenStack-Request-Id"] = req_id
-    _version_headers(response, version)
-    return response
+def _fmt(version: tuple[int, int]) -> bytes:
+    return microversion.fmt(version).encode()
+
+
+class PerRequest:
+    """Request id, microversion negotiation, version headers on every answer, and a
+    last-resort 500 in Magnum's shape. Plain ASGI (not BaseHTTPMiddleware, which
+    costs a task group and two streams per request)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        req_id = f"req-{uuid.uuid4()}"
+        state = scope.setdefault("state", {})
+        state["request_id"] = req_id
+        version = microversion.DEFAULT
+        extra = [(b"x-openstack-request-id", req_id.encode())]
+        try:
+            version = microversion.parse(Headers(scope=scope).get(microversion.HEADER))
+        except microversion.UnsupportedVersion as exc:
+            body = _unsupported(exc, req_id)
+            await self._reply(scope, receive, send, body, 406, extra + _version_headers(version))
+            return
+        except microversion.BadVersion as exc:
+            body = errors.body(400, str(exc), req_id)
+            await self._reply(scope, receive, send, body, 400, extra + _version_headers(version))
+            return
+        state["version"] = version
+        extra += _version_headers(version)
+        started = False
+
+        async def send_with_headers(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+                message = dict(message, headers=[*message.get("headers", []), *extra])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_headers)
+        except Exception:
+            errors.log.exception("unhandled error in %s %s", scope["method"], scope["path"])
+            if started:  # too late for a clean answer; the connection is closed
+                raise
+            msg = f"Internal error; see the server log for {req_id}"
+            await self._reply(scope, receive, send, errors.body(500, msg, req_id), 500, extra)
+
+    @staticmethod
+    async def _reply(
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        body: dict[str, Any],
+        status: int,
+        headers: list[tuple[bytes, bytes]],
+    ) -> None:
+        response = JSONResponse(body, status_code=status)
+        response.raw_headers.extend(headers)
+        await response(scope, receive, send)
+
+
+def _unsupported(exc: Exception, req_id: str) -> dict[str, Any]:
+    lo, hi = microversion.fmt(microversion.MIN), microversion.fmt(microversion.MAX)
+    body = errors.body(406, "Requested microversion is unsupported", req_id)
+    body["errors"][0].update(
+        code="magnum.microversion-unsupported",
+        title="Requested microversion is unsupported",
+        detail=f"Version {exc} was requested but the minimum supported version is "
+        f"{lo} and the maximum is {hi}.",
+        min_version=lo,
+        max_version=hi,
+    )
+    return body
 
 
 def create_app(runtime: Any) -> FastAPI:
@@ -126,7 +170,7 @@ def create_app(runtime: Any) -> FastAPI:
             return errors.respond(request, 409, msg)
         raise exc
 
-    app.middleware("http")(_per_request)
+    app.add_middleware(PerRequest)
 
     @app.get("/", tags=["meta"])
     def root(request: Request) -> dict[str, Any]:
