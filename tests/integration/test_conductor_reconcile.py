@@ -5,6 +5,7 @@ from both sides (node rows and the cloud's own server list)."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -99,7 +100,7 @@ class Env:
             time.sleep(0.02)
 
 
-def _env(url: str) -> Iterator[Env]:
+def _env(url: str, settings: ConductorSettings = FAST_CONDUCTOR) -> Iterator[Env]:
     db = Database(url)
     db.upgrade()
     world = SimWorld.open(url, FAST_SIM)
@@ -108,7 +109,7 @@ def _env(url: str) -> Iterator[Env]:
     def now() -> datetime:
         return utcnow() + skew[0]
 
-    conductor = Conductor(db, SimDriver(world), FAST_CONDUCTOR, now=now)
+    conductor = Conductor(db, SimDriver(world), settings, now=now)
     try:
         yield Env(db, world, conductor, skew=skew)
     finally:
@@ -366,3 +367,87 @@ def test_sweeper_deletes_machines_no_row_owns_and_leases_exclude(lite: Env) -> N
     theirs = work.claim_due(env.db, "nodegroup", other.holder, now, 30, 10)
     assert len(mine) == 1 and theirs == []
     other.stop()
+
+
+def test_a_repair_long_after_the_create_gets_its_own_timeout(lite: Env) -> None:
+    """A machine lost on a COMPLETE group, long after create_timeout has passed
+    since the request, is replaced; the repair is not failed as timed out."""
+    env = lite
+    cid = env.create("rep", [MASTER, WORKER], create_timeout=1)
+    env.step_until(env.complete(cid))
+    before = {n.uuid for n in env.nodes(cid)}
+    env.skew[0] = timedelta(minutes=5)  # well past create_timeout since the create
+    lost = env.nodes(cid, "w")[0].uuid
+    env.world.delete(lost)  # gone behind shoal's back, as an operator's `server delete`
+    env.step_until(lambda: lost not in env.servers(cid) and len(env.servers(cid)) == 3)
+    env.step_until(lambda: env.group(cid, "w").status == "CREATE_COMPLETE")
+    g = env.group(cid, "w")
+    assert g.status == "CREATE_COMPLETE", (g.status, g.status_reason)
+    assert len(env.servers(cid)) == 3
+    assert set(env.servers(cid)) == {n.uuid for n in env.nodes(cid)}
+    assert {n.uuid for n in env.nodes(cid)} - before  # a replacement was made
+
+
+def test_api_address_moves_when_its_master_goes_away(lite: Env) -> None:
+    env = lite
+    cid = env.create("api", [HETERO[0]])
+    env.step_until(env.complete(cid))
+    c = env.cluster(cid)
+    assert c is not None and c.api_address
+    masters = env.nodes(cid, "masters")
+    first = next(n for n in masters if c.api_address == f"https://{n.address}:6443")
+    env.world.delete(first.uuid)  # its machine is lost
+    env.skew[0] = timedelta(seconds=env.conductor.settings.sweep_seconds + 1)  # next resync
+
+    def moved() -> bool:
+        now = env.cluster(cid)
+        return now is not None and now.api_address != c.api_address
+
+    env.step_until(moved)
+    env.step_until(env.complete(cid))
+    after = env.cluster(cid)
+    assert after is not None
+    alive = {f"https://{n.address}:6443" for n in env.nodes(cid, "masters")}
+    assert after.api_address in alive and first.uuid not in env.servers(cid)
+    changed = [e for e in env.events(cid) if e.reason == "APIAddressChanged"]
+    assert len(changed) == 1 and c.api_address in changed[0].message
+
+
+def test_masters_are_created_before_workers(tmp_path: Path) -> None:
+    """Groups are claimed by due time, then id; masters get the lowest ids even when
+    the request lists them last, so one worker thread boots the control plane first."""
+    one = dataclasses.replace(FAST_CONDUCTOR, workers=1)
+    for env in _env(f"sqlite:///{tmp_path / 'shoal.db'}", one):
+        cid = env.create("mf", [HETERO[2], HETERO[1], HETERO[0]])
+        env.step_until(env.complete(cid))
+        born = {s.machine_id: s.created_at for s in env.world.servers(cluster=cid)}
+        master_ids = {n.uuid for n in env.nodes(cid, "masters")}
+        masters = [born[i] for i in master_ids]
+        workers = [t for i, t in born.items() if i not in master_ids]
+        assert len(masters) == 3 and len(workers) == 6
+        assert max(masters) <= min(workers)
+
+
+def test_transient_cloud_errors_are_retried_without_duplicates(lite: Env) -> None:
+    env = lite
+    env.world.add_fault({"kind": "transient", "op": "create", "count": 4, "status": 503})
+    env.world.add_fault({"kind": "transient", "op": "list", "count": 2, "status": 429,
+                         "retry_after": 0.05})  # fmt: skip
+    cid = env.create("tr", [MASTER, {**WORKER, "node_count": 4}])
+    env.step_until(env.complete(cid))
+    assert set(env.servers(cid)) == {n.uuid for n in env.nodes(cid)}
+    assert len(env.servers(cid)) == 5
+    assert all(f["fired"] == f["count"] for f in env.world.faults())
+    retries = [e for e in env.events(cid) if e.reason == "Retrying"]
+    assert retries and all(e.type == "Warning" for e in retries)
+
+
+def test_a_delete_the_cloud_refuses_once_still_finishes(lite: Env) -> None:
+    env = lite
+    cid = env.create("df", [MASTER, WORKER])
+    env.step_until(env.complete(cid))
+    env.world.add_fault({"kind": "delete_fails_once"})
+    env.delete(cid)
+    env.step_until(lambda: env.cluster(cid) is None)
+    assert env.servers(cid) == []
+    assert env.world.servers() == []

@@ -30,6 +30,7 @@ class Context:
     limiter: RateLimiter
     backoff: Backoff
     now: Callable[[], datetime]
+    holder: str  # this process's lease holder name; every pass's write is fenced by it
     # Creates: paced to the provider's limit as learned from its 429s.
     create_throttle: Throttle = field(default_factory=Throttle)
 

@@ -71,6 +71,7 @@ class Conductor:
             limiter=RateLimiter(settings.driver_rate_per_s),
             backoff=Backoff(base=1.0, cap=settings.backoff_max_seconds),
             now=now,
+            holder=self.holder,
         )
         self._held: set[str] = set()
         self._held_lock = threading.Lock()
@@ -104,6 +105,8 @@ class Conductor:
             self._held.add(key)
         try:
             fn(self.ctx, uuid_)
+        except leases.LeaseLost:  # paused past our lease: the new holder carries on
+            log.warning("%s: lease taken over by another conductor; write dropped", key)
         except DriverError as exc:  # a reconciler should catch these; never lose the loop
             log.warning("%s: driver error %s", key, exc.reason)
         except Exception:

@@ -12,18 +12,23 @@ from __future__ import annotations
 import functools
 from collections.abc import Collection
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import Connection, bindparam, delete, select, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy import Connection, Table, bindparam, delete, select, update
 from sqlalchemy.orm import Session
 
+from shoal.db.engine import dialect_of, upsert
 from shoal.db.tables import ConductorRow, LeaseRow
 
 NODEGROUP = "nodegroup"
 CLUSTER = "cluster"
 BINARY = "shoal-conductor"
+
+
+class LeaseLost(Exception):
+    """This conductor no longer holds the lease it is writing under: another one took
+    the resource over (ours expired while this process was paused). The write is
+    rolled back; the new holder works from what is committed."""
 
 
 def key(kind: str, uuid: str) -> str:
@@ -35,21 +40,17 @@ def key(kind: str, uuid: str) -> str:
 # Session by the services and tests: both execute statements alike.
 Executor = Connection | Session
 
-
-def _dialect(s: Executor) -> str:
-    return s.dialect.name if isinstance(s, Connection) else s.get_bind().dialect.name
-
-
-def _insert(session: Executor):  # type: ignore[no-untyped-def]
-    return pg_insert if _dialect(session) == "postgresql" else sqlite_insert
+# Core: no ORM bulk-insert machinery for one row. The declarative base types
+# `__table__` as any FromClause; a class mapped by `__tablename__` has a Table.
+_LEASES = cast(Table, LeaseRow.__table__)
 
 
 @functools.cache
 def _claim_stmt(dialect: str) -> Any:
     """The upsert that takes a lease (parameters: resource, holder, until, now),
     built once per dialect: claims are frequent and the statement is the same."""
-    table = LeaseRow.__table__  # Core: no ORM bulk-insert machinery for one row
-    ins = (pg_insert if dialect == "postgresql" else sqlite_insert)(table).values(
+    table = _LEASES
+    ins = upsert(dialect, table).values(
         resource=bindparam("resource"), holder=bindparam("holder"), expires_at=bindparam("until")
     )
     return ins.on_conflict_do_update(
@@ -73,7 +74,7 @@ def claim(session: Executor, resource: str, holder: str, now: datetime, ttl: flo
         "until": now + timedelta(seconds=ttl),
         "now": now,
     }
-    stmt = _claim_stmt(_dialect(session))
+    stmt = _claim_stmt(dialect_of(session))
     return session.execute(stmt, params).first() is not None
 
 
@@ -106,7 +107,7 @@ def holder_of(session: Executor, resource: str, now: datetime) -> str | None:
 
 def report_alive(session: Executor, host: str, now: datetime) -> None:
     """Register or refresh this conductor in `conductors` (report_count += 1)."""
-    ins = _insert(session)(ConductorRow).values(
+    ins = upsert(dialect_of(session), cast(Table, ConductorRow.__table__)).values(
         host=host,
         binary=BINARY,
         report_count=1,
@@ -123,3 +124,16 @@ def report_alive(session: Executor, host: str, now: datetime) -> None:
         },
     )
     session.execute(stmt)
+
+
+_HOLDER = select(LeaseRow.holder).where(LeaseRow.resource == bindparam("resource"))
+_HOLDER_LOCKED = _HOLDER.with_for_update()
+
+
+def fence(s: Connection, resource: str, holder: str) -> None:
+    """Raise LeaseLost unless `holder` still holds `resource`. Called inside the write
+    it guards: on PostgreSQL the lease row stays locked until that write commits, so
+    a takeover waits for it and then sees its result (a fenced write)."""
+    stmt = _HOLDER if s.dialect.name == "sqlite" else _HOLDER_LOCKED
+    if s.scalar(stmt, {"resource": resource}) != holder:
+        raise LeaseLost(resource)

@@ -11,12 +11,13 @@ import functools
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import (
     Connection,
     Integer,
     Select,
+    Table,
     and_,
     bindparam,
     case,
@@ -31,19 +32,29 @@ from sqlalchemy import (
 
 from shoal.db import convert, leases, notify
 from shoal.db.engine import Database
-from shoal.db.tables import ClusterRow, ConductorRow, EventRow, LeaseRow, NodeGroupRow, NodeRow
+from shoal.db.tables import (
+    ClusterCARow,
+    ClusterRow,
+    ConductorRow,
+    EventRow,
+    LeaseRow,
+    NodeGroupRow,
+    NodeRow,
+)
 from shoal.db.types import UTCDateTime, utcnow
 from shoal.domain import model as m
 
 CHUNK = 500
 
 # The tables as Core objects: the conductor's reads and writes select columns and
-# write by key, without the ORM's identity map and unit of work.
+# write by key, without the ORM's identity map and unit of work. (The declarative
+# base types `__table__` as any FromClause; a class mapped by `__tablename__` has a
+# Table, which update() and insert() need.)
 _CL, _NG, _NODE, _EV = (
-    ClusterRow.__table__,
-    NodeGroupRow.__table__,
-    NodeRow.__table__,
-    EventRow.__table__,
+    cast(Table, ClusterRow.__table__),
+    cast(Table, NodeGroupRow.__table__),
+    cast(Table, NodeRow.__table__),
+    cast(Table, EventRow.__table__),
 )
 # The statements every pass runs, built once with parameters (uuid, ...): building
 # and hashing a statement costs more than SQLite running it on a few rows, and a
@@ -69,11 +80,12 @@ _CLUSTER_GROUPS = (
 )
 _IN_GROUPS = _NODE.c.nodegroup_uuid.in_(bindparam("groups", expanding=True))
 _READY_IN_GROUPS = select(func.count()).where(_IN_GROUPS, _NODE.c.state == "ACTIVE")
-_FIRST_ADDRESS_IN_GROUPS = (
+_MASTER_LIMIT = 64  # more masters than any etcd cluster runs
+_ADDRESSES_IN_GROUPS = (
     select(_NODE.c.address)
     .where(_IN_GROUPS, _NODE.c.state == "ACTIVE", _NODE.c.address.is_not(None))
     .order_by(_NODE.c.created_at, _NODE.c.id)
-    .limit(1)
+    .limit(_MASTER_LIMIT)
 )
 _UPDATE_CLUSTER = update(_CL).where(_CL.c.uuid == bindparam("b_uuid"))
 _UPDATE_NODE = update(_NODE).where(_NODE.c.id == bindparam("b_id"))
@@ -128,7 +140,7 @@ class ClusterSnapshot:
     groups: list[GroupSummary]
     masters_total: int
     masters_ready: int
-    first_master_address: str | None
+    master_addresses: tuple[str, ...]  # of ready masters, oldest first
 
 
 @dataclass
@@ -183,7 +195,7 @@ def _row(kind: str) -> Any:
 
 
 @functools.cache
-def _claim_query(kind: str, *, lock: bool = False) -> Select[tuple[str]]:
+def _claim_query(kind: str, *, lock: bool = False) -> Select[str]:
     """The due, unleased resources of `kind`, oldest due first; `now` and `limit` are
     parameters. Built once per variant: claims run several times per pass, and
     building and hashing this statement cost more than SQLite running it."""
@@ -200,7 +212,7 @@ def _claim_query(kind: str, *, lock: bool = False) -> Select[tuple[str]]:
 
 
 @functools.cache
-def _next_query(kind: str) -> Select[tuple[datetime]]:
+def _next_query(kind: str) -> Select[datetime]:
     """The earliest requeue time of an unleased resource of `kind` (`now` a parameter)."""
     row = _row(kind)
     now = bindparam("now", type_=UTCDateTime())
@@ -231,9 +243,9 @@ def requeue_unobserved(db: Database, now: datetime) -> int:
             return 0
     found = 0
     with db.core_write() as s:
-        for row in (NodeGroupRow, ClusterRow):
+        for row, table in ((NodeGroupRow, _NG), (ClusterRow, _CL)):
             found += s.execute(
-                update(row.__table__).where(_unobserved(row)).values(next_reconcile_at=now)
+                update(table).where(_unobserved(row)).values(next_reconcile_at=now)
             ).rowcount
     return found
 
@@ -335,13 +347,17 @@ def load_group(db: Database, uuid: str) -> GroupSnapshot | None:
         )
 
 
-def apply_group(db: Database, snap: GroupSnapshot, w: GroupWrite, now: datetime) -> dict[str, int]:
-    """Write a node group pass: node rows, events, status (generation-guarded), pokes.
+def apply_group(
+    db: Database, snap: GroupSnapshot, w: GroupWrite, now: datetime, *, holder: str
+) -> dict[str, int]:
+    """Write a node group pass: node rows, events, status (generation-guarded), pokes,
+    fenced by `holder`'s lease (LeaseLost when another conductor took the group over).
     Returns the ids of the node rows it inserted, by uuid."""
     g = snap.group
     ids: dict[str, int] = {}
     with db.core_write() as s:
         _lock_in_order(s, g.cluster_id, g.uuid)
+        leases.fence(s, leases.key(leases.NODEGROUP, g.uuid), holder)
         if w.inserts:
             ids.update((u, i) for u, i in s.execute(_INSERT_NODES, w.inserts))
         for batch in _by_columns(w.updates):
@@ -354,7 +370,7 @@ def apply_group(db: Database, snap: GroupSnapshot, w: GroupWrite, now: datetime)
             s.execute(delete(NodeRow).where(NodeRow.nodegroup_uuid == g.uuid))
             s.execute(delete(NodeGroupRow).where(NodeGroupRow.uuid == g.uuid))
         elif w.status is not None:
-            _write_status(s, NodeGroupRow, g.uuid, w.status, now)
+            _write_status(s, _NG, g.uuid, w.status, now)
         if w.poke_cluster or w.delete_group:
             # The wall time of this write (not the pass start) so that a cluster
             # pass that started earlier sees the poke as newer than itself.
@@ -396,7 +412,7 @@ def _event(cluster_uuid: str, e: EventIn, now: datetime) -> dict[str, Any]:
 
 
 @functools.cache
-def _status_stmts(table: Any) -> tuple[Any, Any]:
+def _status_stmts(table: Table) -> tuple[Any, Any]:
     """(guarded status update, requeue update) of `table`, built once."""
     c = table.c
     guarded = update(table).where(
@@ -422,10 +438,12 @@ def _status_stmts(table: Any) -> tuple[Any, Any]:
     return guarded, requeue
 
 
-def _write_status(s: Connection, row: Any, uuid: str, st: StatusWrite, started: datetime) -> None:
+def _write_status(
+    s: Connection, table: Table, uuid: str, st: StatusWrite, started: datetime
+) -> None:
     """Status fields only if the generation is still the one this pass saw; the
     requeue time unless someone asked for an earlier pass while this one ran."""
-    guarded, requeue = _status_stmts(row.__table__)
+    guarded, requeue = _status_stmts(table)
     values: dict[str, Any] = {
         "b_uuid": uuid,
         "b_generation": st.generation,
@@ -456,11 +474,11 @@ def load_cluster(db: Database, uuid: str) -> ClusterSnapshot | None:
             return None
         groups = [GroupSummary(*g) for g in s.execute(_CLUSTER_GROUPS, {"uuid": uuid})]
         master_ids = [g.uuid for g in groups if g.role == m.ROLE_MASTER]
-        first: str | None = None
+        up: tuple[str, ...] = ()
         ready = 0
         if master_ids:
             ready = int(s.scalar(_READY_IN_GROUPS, {"groups": master_ids}) or 0)
-            first = s.scalar(_FIRST_ADDRESS_IN_GROUPS, {"groups": master_ids})
+            up = tuple(s.scalars(_ADDRESSES_IN_GROUPS, {"groups": master_ids}))
         total = sum(g.node_count for g in groups if g.role == m.ROLE_MASTER)
         return ClusterSnapshot(
             cluster=convert.cluster_from_row(cl),
@@ -468,7 +486,7 @@ def load_cluster(db: Database, uuid: str) -> ClusterSnapshot | None:
             groups=groups,
             masters_total=total,
             masters_ready=ready,
-            first_master_address=first,
+            master_addresses=up,
         )
 
 
@@ -484,14 +502,18 @@ class ClusterWrite:
     delete_cluster: bool = False
 
 
-def apply_cluster(db: Database, snap: ClusterSnapshot, w: ClusterWrite, now: datetime) -> None:
-    """Write a cluster pass in one transaction."""
+def apply_cluster(
+    db: Database, snap: ClusterSnapshot, w: ClusterWrite, now: datetime, *, holder: str
+) -> None:
+    """Write a cluster pass in one transaction, fenced by `holder`'s lease."""
     uuid = snap.cluster.uuid
     with db.core_write() as s:
         _lock_in_order(s, uuid)
+        leases.fence(s, leases.key(leases.CLUSTER, uuid), holder)
         if w.delete_cluster:
             s.execute(delete(NodeRow).where(NodeRow.cluster_uuid == uuid))
             s.execute(delete(EventRow).where(EventRow.cluster_uuid == uuid))
+            s.execute(delete(ClusterCARow).where(ClusterCARow.cluster_uuid == uuid))
             s.execute(delete(NodeGroupRow).where(NodeGroupRow.cluster_uuid == uuid))
             s.execute(delete(ClusterRow).where(ClusterRow.uuid == uuid, ClusterRow.deleting))
             return
@@ -517,7 +539,7 @@ def apply_cluster(db: Database, snap: ClusterSnapshot, w: ClusterWrite, now: dat
                 )
             )
         if w.status is not None:
-            _write_status(s, ClusterRow, uuid, w.status, now)
+            _write_status(s, _CL, uuid, w.status, now)
 
 
 def taken_names(db: Database, cluster_uuid: str, names: Collection[str]) -> set[str]:

@@ -1,9 +1,10 @@
 """The cluster reconciler: cluster-wide facts under the cluster lease.
 
 Phases: api_address (as soon as the first master is up, long before the last
-worker boots), control-plane and readiness conditions, the Magnum status
-aggregated from the node groups, and the separate delete path (the cluster row
-goes once every node group is gone, after which the API answers 404).
+worker boots; moved to another ready master when that one goes away),
+control-plane and readiness conditions, the Magnum status aggregated from the
+node groups, and the separate delete path (the cluster row goes once every node
+group is gone, after which the API answers 404).
 """
 
 from __future__ import annotations
@@ -46,20 +47,33 @@ def reconcile(ctx: Context, cluster_uuid: str) -> None:
 
 
 def api_address(p: Pass) -> None:
-    """Set api_address from the first master that has an address."""
-    c, first = p.snap.cluster, p.snap.first_master_address
-    if first and not c.api_address:
-        p.w.api_address = f"https://{first}:{API_PORT}"
-        p.event("APIAddressKnown", f"API address {p.w.api_address}")
-    known = bool(c.api_address or p.w.api_address)
-    if known:
-        addr = c.api_address or p.w.api_address or ""
+    """api_address points at a ready master: the oldest one as soon as it is up, and
+    it moves to another when that master goes away (a lost machine, a removal)."""
+    c, up = p.snap.cluster, p.snap.master_addresses
+    if up and c.api_address not in {_url(a) for a in up}:
+        p.w.api_address = _url(up[0])
+        if c.api_address:
+            p.event(
+                "APIAddressChanged",
+                f"API address {c.api_address} -> {p.w.api_address}: "
+                "the master it pointed at is no longer ready",
+                warning=True,
+            )
+        else:
+            p.event("APIAddressKnown", f"API address {p.w.api_address}")
+    addr = p.w.api_address or c.api_address
+    if up and addr:
         p.conds = cond.set_true(p.conds, cond.API_ADDRESS_KNOWN, cond.AS_EXPECTED, addr, p.now)
     else:
-        msg = "no master is up yet"
+        msg = f"no master is ready (last API address {addr})" if addr else "no master is up yet"
         p.conds = cond.set_false(
             p.conds, cond.API_ADDRESS_KNOWN, cond.WAITING_FOR_MASTERS, msg, p.now
         )
+
+
+def _url(address: str) -> str:
+    host = f"[{address}]" if ":" in address else address
+    return f"https://{host}:{API_PORT}"
 
 
 def control_plane(p: Pass) -> None:
@@ -109,7 +123,7 @@ def _finish(ctx: Context, p: Pass) -> None:
     p.w.status = work.StatusWrite(
         c.generation, new_status, reason, p.conds, outcome is not st.Outcome.IN_PROGRESS, nxt
     )
-    work.apply_cluster(ctx.db, p.snap, p.w, p.now)
+    work.apply_cluster(ctx.db, p.snap, p.w, p.now, holder=ctx.holder)
 
 
 def health(p: Pass, outcome: st.Outcome) -> None:
@@ -131,7 +145,7 @@ def _delete_path(ctx: Context, p: Pass) -> None:
     c = p.snap.cluster
     if not p.snap.groups:
         p.w.delete_cluster = True
-        work.apply_cluster(ctx.db, p.snap, p.w, p.now)
+        work.apply_cluster(ctx.db, p.snap, p.w, p.now, holder=ctx.holder)
         return
     p.w.mark_groups_deleting = [g.uuid for g in p.snap.groups if not g.deleting]
     msg = f"deleting {len(p.snap.groups)} node group(s)"
@@ -144,4 +158,4 @@ def _delete_path(ctx: Context, p: Pass) -> None:
         False,
         ctx.requeue_at(p.now, ctx.settings.requeue_seconds),
     )
-    work.apply_cluster(ctx.db, p.snap, p.w, p.now)
+    work.apply_cluster(ctx.db, p.snap, p.w, p.now, holder=ctx.holder)

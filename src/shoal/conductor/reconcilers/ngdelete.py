@@ -27,7 +27,7 @@ def run(ctx: Context, p: Pass) -> None:
     if not p.machines:
         p.w.delete_group = True
         p.event("NodeGroupDeleted", f"node group {g.name} deleted")
-        work.apply_group(ctx.db, p.snap, p.w, now)
+        work.apply_group(ctx.db, p.snap, p.w, now, holder=ctx.holder)
         return
     for node in list(p.nodes.values()):
         if node.uuid not in p.machines:
@@ -38,7 +38,8 @@ def run(ctx: Context, p: Pass) -> None:
     p.flush_updates()
     if targets:
         p.event("Deleting", f"node group {g.name}: deleting {len(targets)} machine(s)")
-        work.apply_group(ctx.db, p.snap, p.w, now)  # DELETING marks before the calls
+        # DELETING marks committed before the calls
+        work.apply_group(ctx.db, p.snap, p.w, now, holder=ctx.holder)
         p.w = work.GroupWrite()
     errors = actions.delete_all(ctx, targets)
     for mid, err in list(errors.items())[:10]:
@@ -56,4 +57,4 @@ def run(ctx: Context, p: Pass) -> None:
         False,
         now + timedelta(seconds=ctx.backoff.jittered(delay)),
     )
-    work.apply_group(ctx.db, p.snap, p.w, now)
+    work.apply_group(ctx.db, p.snap, p.w, now, holder=ctx.holder)

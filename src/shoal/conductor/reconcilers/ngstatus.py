@@ -3,7 +3,9 @@
 Outcome rules: a permanent error fails the group at once; a group with every
 desired node ready and nothing left to delete is COMPLETE; otherwise it stays
 IN_PROGRESS (with `BLOCKED: <reason>` when the cloud refuses) until the
-cluster's `create_timeout` passes, then it is FAILED with the last reason.
+cluster's `create_timeout` passes, then it is FAILED with the last reason. The
+timeout counts from the last request, or from when a ready group stopped being
+ready by itself (a repair gets a full timeout of its own).
 A FAILED group waits for new desired state (a retry bumps its generation).
 """
 
@@ -77,7 +79,7 @@ def finish(ctx: Context, p: Pass, permanent: str | None = None) -> None:
             reason = progress
             conds = cond.set_false(conds, cond.READY, why, progress, now)
         limit = create_timeout(p.snap.cluster_attrs)
-        if now - started > limit:
+        if now - _clock_start(started, conds) > limit:
             outcome = st.Outcome.FAILED
             reason = f"timed out after {limit.total_seconds() / 60:g} minutes: {reason}"
             conds = cond.set_false(conds, cond.READY, cond.TIMED_OUT, reason, now)
@@ -116,7 +118,16 @@ def finish(ctx: Context, p: Pass, permanent: str | None = None) -> None:
         or _is_blocked(reason) != _is_blocked(g.status_reason)
         or (p.progress and g.spec.role == ROLE_MASTER)
     )
-    work.apply_group(ctx.db, p.snap, p.w, now)
+    work.apply_group(ctx.db, p.snap, p.w, now, holder=ctx.holder)
+
+
+def _clock_start(started: datetime, conds: tuple[Condition, ...]) -> datetime:
+    """When the work under way began: the last user request, or later, when the
+    group stopped being ready on its own (a lost or ERROR machine being replaced
+    on a COMPLETE group starts a repair with a full create_timeout of its own)."""
+    ready = cond.get(conds, cond.READY)
+    since = ready.last_transition if ready is not None else None
+    return max(started, since) if since is not None else started
 
 
 def _up_to_date(
@@ -201,11 +212,11 @@ def write_transient(
             g.generation, g.status, g.status_reason, conds, False, now + timedelta(seconds=delay)
         ),
     )
-    work.apply_group(ctx.db, snap, w, now)
+    work.apply_group(ctx.db, snap, w, now, holder=ctx.holder)
 
 
 def write_resting(ctx: Context, p: Pass) -> None:
     """A FAILED group with no new desired state: nothing to do until a retry."""
     g = p.snap.group
     p.w.status = work.StatusWrite(g.generation, g.status, g.status_reason, g.conditions, True, None)
-    work.apply_group(ctx.db, p.snap, p.w, p.now)
+    work.apply_group(ctx.db, p.snap, p.w, p.now, holder=ctx.holder)

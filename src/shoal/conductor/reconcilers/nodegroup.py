@@ -120,7 +120,7 @@ def reconcile(ctx: Context, ng_uuid: str) -> None:
     remove_marked(p)
     scale(ctx, p)
     p.flush_updates()
-    ids = work.apply_group(ctx.db, snap, p.w, now)  # intent before action
+    ids = work.apply_group(ctx.db, snap, p.w, now, holder=ctx.holder)  # intent before action
     for uid, row_id in ids.items():  # the new rows' ids, for the changes the calls bring
         p.nodes[uid] = replace(p.nodes[uid], id=row_id)
     p.w = work.GroupWrite()
