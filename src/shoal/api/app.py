@@ -18,7 +18,14 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from shoal.api import errors, microversion
-from shoal.api.routes import clusters, clustertemplates, misc, nodegroups, nodegrouptemplates
+from shoal.api.routes import (
+    certificates,
+    clusters,
+    clustertemplates,
+    misc,
+    nodegroups,
+    nodegrouptemplates,
+)
 
 # deadlock_detected, serialization_failure, lock_not_available
 CONFLICT_SQLSTATES = frozenset({"40P01", "40001", "55P03"})
@@ -89,6 +96,10 @@ class PerRequest:
             return
         state["version"] = version
         extra += _version_headers(version)
+        if _has_nul(scope):
+            msg = "The request URL must not contain NUL (%00)"
+            await self._reply(scope, receive, send, errors.body(400, msg, req_id), 400, extra)
+            return
         started = False
 
         async def send_with_headers(message: Message) -> None:
@@ -119,6 +130,13 @@ class PerRequest:
         response = JSONResponse(body, status_code=status)
         response.raw_headers.extend(headers)
         await response(scope, receive, send)
+
+
+def _has_nul(scope: Scope) -> bool:
+    """A NUL in the decoded path or the query string (PostgreSQL refuses it in text,
+    so an identifier or filter holding one could only fail inside the database)."""
+    query: bytes = scope.get("query_string", b"")
+    return "\x00" in scope["path"] or b"\x00" in query or b"%00" in query
 
 
 def _unsupported(exc: Exception, req_id: str) -> dict[str, Any]:
@@ -187,6 +205,7 @@ def create_app(runtime: Any) -> FastAPI:
         nodegrouptemplates.router,
         nodegroups.router,
         clusters.router,
+        certificates.router,
     ):
         app.include_router(r, prefix="/v1")
     try:

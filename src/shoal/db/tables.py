@@ -195,3 +195,19 @@ class QuotaRow(Timestamps, Base):
     project_id: Mapped[str] = mapped_column(NAME)
     resource: Mapped[str] = mapped_column(String(64))
     hard_limit: Mapped[int] = mapped_column(Integer)
+
+
+class ClusterCARow(Base):
+    """A cluster's certificate authority (made on first use, replaced by a rotation).
+
+    `key_pem` is the CA's private key, unencrypted: it never leaves the server
+    (no response or event carries it); encryption at rest comes with authentication."""
+
+    __tablename__ = "cluster_cas"
+    cluster_uuid: Mapped[str] = mapped_column(
+        UUID, ForeignKey("clusters.uuid", ondelete="CASCADE"), primary_key=True
+    )
+    cert_pem: Mapped[str] = mapped_column(Text)
+    key_pem: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    rotated_at: Mapped[datetime | None] = mapped_column(UTCDateTime())

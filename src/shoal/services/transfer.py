@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from itertools import zip_longest
 from typing import Any
 
 from sqlalchemy import Table, func, inspect, select, text
@@ -157,9 +158,7 @@ def verify(tables: list[tuple[Table, Database]], target: Database, progress: Pro
 
 
 def _zip_rows(a: Iterator[Any], b: Iterator[Any]) -> Iterator[tuple[Any, Any]]:
-    sentinel = object()
-    while True:
-        x, y = next(a, sentinel), next(b, sentinel)
-        if x is sentinel and y is sentinel:
-            return
-        yield (None if x is sentinel else tuple(x)), (None if y is sentinel else tuple(y))
+    """The rows of both as tuples, side by side; None past the end of the shorter
+    (a result row is never None)."""
+    for x, y in zip_longest(a, b):
+        yield (None if x is None else tuple(x)), (None if y is None else tuple(y))

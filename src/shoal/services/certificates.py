@@ -1,0 +1,125 @@
+"""Certificate use cases: show a cluster's CA, sign a client CSR with it, rotate it.
+
+A cluster's CA is made on first use (show or sign), not at cluster create: most
+clusters never ask for one, and the create request stays as cheap as it was.
+The CA's private key stays in the database; what leaves is certificates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from shoal.db import events
+from shoal.db.engine import Database
+from shoal.db.repo import certificates, clusters
+from shoal.db.tables import ClusterRow
+from shoal.db.types import utcnow
+from shoal.domain import pki
+from shoal.domain import validation as v
+from shoal.domain.errors import Invalid, NotFound
+from shoal.services.context import Caller
+
+SIGN_KEYS = frozenset({"cluster_uuid", "csr", "ca_cert_type", "bay_uuid"})
+# Magnum knows several CA kinds per cluster (etcd, front-proxy); shoal has one.
+CA_TYPES = frozenset({"kubernetes"})
+
+
+@dataclass(frozen=True)
+class CertView:
+    """What the API shows: the cluster and a certificate (never a key)."""
+
+    cluster_uuid: str
+    pem: str
+    csr: str | None = None
+
+
+def get_ca(
+    db: Database, caller: Caller, cluster_ident: str, ca_type: str | None = None
+) -> CertView:
+    """The cluster's CA certificate, made now if the cluster has none yet."""
+    _check_type(ca_type)
+    with db.read() as s:
+        row = clusters.find_row(s, caller.project_id, cluster_ident)
+        ca = certificates.get(s, row.uuid)
+    if ca is None:
+        with db.write() as s:
+            # Locked, so the cluster cannot be deleted under the insert (the conductor
+            # removes a cluster's rows with its row locked first).
+            row = clusters.find_row(s, caller.project_id, row.uuid, for_update=True)
+            ca = _ensure(s, row)
+    return CertView(cluster_uuid=row.uuid, pem=ca.cert_pem)
+
+
+def sign(db: Database, caller: Caller, body: dict[str, Any]) -> CertView:
+    """A client certificate for `body["csr"]`, signed by the cluster's CA.
+
+    The cluster is named by `cluster_uuid` (uuid or name; `bay_uuid` is Magnum's old
+    spelling). As in Magnum, a cluster that cannot be found is a 400 naming the
+    field, not a 404: the path exists, the body refers to nothing. A cluster being
+    deleted gets 409, like any other change to it. The CSR is checked before
+    anything is read or written, so a bad CSR stores nothing."""
+    v.reject_unknown("certificate", body, SIGN_KEYS)
+    _check_type(body.get("ca_cert_type"))
+    field = "cluster_uuid" if body.get("cluster_uuid") is not None else "bay_uuid"
+    ident = body.get(field)
+    if ident is None:
+        raise Invalid("cluster_uuid is required", "cluster_uuid")
+    if not isinstance(ident, str) or not ident:
+        raise Invalid("cluster_uuid must be a cluster uuid or name", field)
+    csr = body.get("csr")
+    pki.parse_csr(csr)
+    with db.write() as s:
+        try:
+            row = clusters.find_changeable_row(s, caller.project_id, ident)
+        except NotFound as exc:
+            raise Invalid(f"{field}: Cluster {ident} could not be found", field) from exc
+        ca = _ensure(s, row)
+        pem = pki.sign_csr(ca, csr, utcnow())
+        events.record(
+            s, row.uuid, "CertificateSigned", f"client certificate {pki.describe(pem)} signed"
+        )
+    return CertView(cluster_uuid=row.uuid, pem=pem, csr=str(csr))
+
+
+def rotate_ca(db: Database, caller: Caller, cluster_ident: str) -> str:
+    """Replace the cluster's CA with a new one; the cluster uuid. Certificates the
+    old CA signed no longer verify against the CA shown, which is how access is
+    revoked. 409 while the cluster is being deleted.
+
+    Until the Kubernetes bootstrap lands no node holds the old CA, so the rotation
+    is complete when this returns (the API still answers Magnum's 202)."""
+    with db.write() as s:
+        row = clusters.find_changeable_row(s, caller.project_id, cluster_ident)
+        now = utcnow()
+        ca = pki.new_ca(row.uuid, now)
+        certificates.replace(s, row.uuid, ca, now)
+        events.record(
+            s, row.uuid, "CARotated", f"cluster CA rotated: now {pki.describe(ca.cert_pem)}"
+        )
+        return row.uuid
+
+
+def _check_type(ca_type: object) -> None:
+    if ca_type is not None and (not isinstance(ca_type, str) or ca_type not in CA_TYPES):
+        raise Invalid(
+            f"ca_cert_type {str(ca_type)[:64]!r} is not served: a shoal cluster has one CA "
+            f"({', '.join(sorted(CA_TYPES))})",
+            "ca_cert_type",
+        )
+
+
+def _ensure(s: Session, row: ClusterRow) -> pki.CA:
+    """The cluster's CA, made and stored now if it has none (the caller holds the
+    cluster row locked; the insert is race-safe on its own as well)."""
+    ca = certificates.get(s, row.uuid)
+    if ca is not None:
+        return ca
+    now = utcnow()
+    fresh = pki.new_ca(row.uuid, now)
+    ca = certificates.insert_if_absent(s, row.uuid, fresh, now)
+    if ca.cert_pem == fresh.cert_pem:
+        events.record(s, row.uuid, "CACreated", f"cluster CA created: {pki.describe(ca.cert_pem)}")
+    return ca
