@@ -5,8 +5,6 @@ resize with --nodes-to-remove, upgrade. Kept to a modest number of calls."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,23 +12,19 @@ from typing import Any
 import pytest
 
 from tests.integration.api_support import api_server, marked, seed_nodes
+from tests.support.openstack_cli import run_coe
 from tests.support.server import LiveServer
 
-OPENSTACK = str(Path(sys.executable).parent / "openstack")
 
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[LiveServer]:
-    with api_server("sqlite", tmp_path) as srv:
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LiveServer]:
+    with api_server(request.param, tmp_path) as srv:
         yield srv
 
 
 def coe(server: LiveServer, *args: str, json_out: bool = True) -> Any:
     """One `openstack coe ...` call; its JSON output (or stdout)."""
-    cmd = [OPENSTACK, "--os-auth-type", "none", "--os-endpoint", server.v1, "coe", *args]
-    if json_out:
-        cmd += ["-f", "json"]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    done = run_coe(server, *args, *(["-f", "json"] if json_out else []))
     assert done.returncode == 0, (args, done.stdout, done.stderr)
     if not json_out:
         return done.stdout

@@ -42,6 +42,12 @@ def assert_magnum_error(r: httpx.Response, status: int) -> dict[str, Any]:
 CL = "/clusters"
 NG = "/clusters/c1/nodegroups"
 IMG = {"image_id": "fedora-coreos-40"}
+RESIZE = "/clusters/c1/actions/resize"
+HUGE = "99999999999999999999999"  # beyond INTEGER on SQLite (int64) and PostgreSQL (int4)
+MANY_DIGITS = "1" * 5000  # past int()'s 4,300-digit limit
+# Python-literal strings that overwhelm ast.literal_eval: RecursionError, MemoryError.
+DEEP_SUM = "[" + "1+" * 100_000 + "1]"
+DEEP_MINUS = "[" + "-" * 100_000 + "1]"
 
 
 def _ng(**kw: Any) -> dict[str, Any]:
@@ -124,6 +130,48 @@ BAD_INPUTS: list[tuple[str, str, str, Any, int, str]] = [
     ("ngt huge volume", "POST", "/nodegrouptemplates", {"name": "t", "docker_volume_size": 10**23}, 400, "docker_volume_size"),
     ("huge resize", "POST", "/clusters/c1/actions/resize", {"node_count": 10**23, "nodegroup": "gpu"}, 400, "node_count"),
     ("huge quota", "POST", "/quotas", {"project_id": "p", "resource": "Cluster", "hard_limit": 10**23}, 400, "hard_limit"),
+    # Python-literal strings in JSON values that ast.literal_eval cannot take are plain strings.
+    ("literal nested braces", "PATCH", NG + "/gpu", [{"op": "add", "path": "/node_taints", "value": "{'a': " * 5000}], 400, "node_taints"),
+    ("literal deep sum", "PATCH", NG + "/gpu", [{"op": "add", "path": "/node_taints", "value": DEEP_SUM}], 400, "node_taints"),
+    ("literal parser overflow", "PATCH", "/clusters/c1", [{"op": "add", "path": "/labels", "value": DEEP_MINUS}], 400, "labels"),
+    ("literal deep labels", "POST", CL, {"name": "x", "labels": DEEP_SUM, **IMG}, 400, "labels"),
+    ("literal deep removal", "POST", RESIZE, {"node_count": 1, "nodes_to_remove": DEEP_SUM}, 400, "nodes_to_remove"),
+    ("literal deep source", "POST", NG, {"name": "n", "from_nodegroup": DEEP_SUM}, 404, "could not be found"),
+    ("literal unhashable key", "POST", CL, {"name": "x", "labels": "{[1]: 2}", **IMG}, 400, "labels"),
+    ("literal set", "POST", NG, {"name": "n", "vms": "[{'a': {1, 2}}]"}, 400, "vms"),
+    ("literal bytes", "POST", NG, {"name": "n", "vms": "[{'a': b'x'}]"}, 400, "vms"),
+    ("literal infinity", "POST", NG, {"name": "n", "vms": "[{'a': 1e999}]"}, 400, "vms"),
+    # Only ASCII digits are integers: "١" and "²" pass str.isdigit(), and int("١") == 1.
+    ("arabic digit group id", "GET", NG + "/\u0661", None, 404, "could not be found"),
+    ("superscript group id", "GET", NG + "/\u00b2", None, 404, "could not be found"),
+    ("arabic digit removal", "POST", RESIZE, {"node_count": 1, "nodes_to_remove": ["\u0661"]}, 400, "nodes_to_remove"),
+    ("superscript removal", "POST", RESIZE, {"node_count": 1, "nodes_to_remove": ["\u00b2"]}, 400, "nodes_to_remove"),
+    ("arabic digit count", "POST", CL, {"name": "x", "node_count": "\u0661", **IMG}, 400, "node_count"),
+    ("arabic digit after", "GET", "/clusters/c1/events?after=\u0661", None, 400, "after"),
+    # Integer ids beyond an INTEGER column, or beyond int(): not found, never a database error.
+    ("huge group id", "GET", NG + "/" + HUGE, None, 404, HUGE),
+    ("huge group patch", "PATCH", NG + "/" + HUGE, [{"op": "replace", "path": "/max_node_count", "value": 3}], 404, HUGE),
+    ("huge group delete", "DELETE", NG + "/" + HUGE, None, 404, HUGE),
+    ("huge resize group", "POST", RESIZE, {"node_count": 1, "nodegroup": HUGE}, 404, HUGE),
+    ("huge resize group int", "POST", RESIZE, {"node_count": 1, "nodegroup": 10**23}, 404, "could not be found"),
+    ("huge upgrade group", "POST", "/clusters/c1/actions/upgrade", {"cluster_template": "k8s", "nodegroup": HUGE}, 404, HUGE),
+    ("huge source group", "POST", NG, {"name": "n", "from_nodegroup": HUGE}, 404, HUGE),
+    ("huge source group int", "POST", NG, {"name": "n", "from_nodegroup": 10**23}, 404, "could not be found"),
+    ("huge nodes filter", "GET", f"/clusters/c1/nodes?nodegroup={HUGE}", None, 404, HUGE),
+    ("huge events after", "GET", f"/clusters/c1/events?after={HUGE}", None, 400, "after"),
+    ("many-digit group id", "GET", NG + "/" + MANY_DIGITS, None, 404, "could not be found"),
+    ("many-digit count", "POST", CL, {"name": "x", "node_count": MANY_DIGITS, **IMG}, 400, "node_count"),
+    ("many-digit removal", "POST", RESIZE, {"node_count": 1, "nodes_to_remove": [MANY_DIGITS]}, 400, "nodes_to_remove"),
+    # Strings longer than their columns (PostgreSQL refuses them; SQLite would store them).
+    ("long quota project", "POST", "/quotas", {"project_id": "q" * 256, "resource": "Cluster", "hard_limit": 3}, 400, "project_id"),
+    ("long quota path", "PATCH", "/quotas/" + "q" * 256 + "/Cluster", {"hard_limit": 3}, 400, "project_id"),
+    ("long coe_version", "POST", CL, {"name": "x", "coe_version": "v" * 65, **IMG}, 400, "coe_version"),
+    ("long group coe_version", "POST", NG, {"name": "n", "coe_version": "v" * 65}, 400, "coe_version"),
+    ("long ct coe_version", "POST", "/clustertemplates", {"name": "t", "coe_version": "v" * 65, **IMG}, 400, "coe_version"),
+    # NUL: PostgreSQL stores it in no text column.
+    ("NUL in path", "GET", "/clusters/c%00", None, 400, "NUL"),
+    ("NUL in query", "GET", NG + "?role=%00", None, 400, "NUL"),
+    ("NUL in body", "POST", CL, {"name": "x", "image_id": "a\x00b"}, 400, "NUL"),
 ]  # fmt: skip
 
 
@@ -153,6 +201,17 @@ def test_bad_input_is_refused_and_stores_nothing(
         (b'{"name": "x"}', "text/plain", 415),
         (b"", "application/json", 400),
         (b"\xff\xfe", "application/json", 400),
+        # Nested beyond the JSON parser's recursion limit, at the top or inside.
+        (b"[" * 100_000 + b"]" * 100_000, "application/json", 400),
+        (
+            b'{"name": "x", "labels": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+            "application/json",
+            400,
+        ),
+        # Not JSON any backend stores: NaN, an unpaired surrogate (in a value, or a key).
+        (b'{"name": "x", "labels": {"a": NaN}, "image_id": "i"}', "application/json", 400),
+        (b'{"name": "x", "from_cluster": "\\ud800"}', "application/json", 400),
+        (b'{"name": "x", "\\udfff": 1, "image_id": "i"}', "application/json", 400),
     ],
 )
 def test_malformed_bodies(
@@ -161,6 +220,44 @@ def test_malformed_bodies(
     before = row_counts(server)
     r = world.post(CL, content=content, headers={"Content-Type": ctype})
     assert_magnum_error(r, status)
+    assert row_counts(server) == before
+
+
+@pytest.mark.parametrize("header", ["X-Project-Id", "X-User-Id"])
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("GET", CL, None),
+        ("POST", CL, {"name": "x", **IMG}),
+        ("POST", "/clustertemplates", {"name": "t", "coe": "kubernetes", **IMG}),
+    ],
+)
+def test_id_headers_longer_than_their_columns(
+    server: LiveServer, world: Api, header: str, method: str, path: str, body: Any
+) -> None:
+    """project_id and user_id columns hold 255 characters: a longer header is a 400
+    naming it (PostgreSQL refused the insert with a 500; SQLite stored it)."""
+    before = row_counts(server)
+    headers = {header: "p" * 256}
+    r = world.request(method, path, json=body, headers=headers)
+    err = assert_magnum_error(r, 400)
+    assert header in err["title"] and "255" in err["title"]
+    assert row_counts(server) == before
+    headers = {header: "p" * 255}
+    assert world.request("GET", CL, headers=headers).status_code == 200
+
+
+def test_upgrade_to_a_template_whose_version_is_too_long(server: LiveServer) -> None:
+    """The version an upgrade writes to node groups comes from the target template's
+    coe_version or kube_tag label; one longer than the column is a 400."""
+    api = Api(server)
+    api.template(name="long", labels={"kube_tag": "v" * 65})
+    api.cluster(name="c", **IMG)
+    before = row_counts(server)
+    err = assert_magnum_error(
+        api.post("/clusters/c/actions/upgrade", json={"cluster_template": "long"}), 400
+    )
+    assert "kube_tag" in err["title"] and "64" in err["title"]
     assert row_counts(server) == before
 
 
@@ -258,6 +355,12 @@ def test_pagination(server: LiveServer) -> None:
     assert [
         g["name"] for g in api.ok("GET", "/clusters/c0/nodegroups?role=master")["nodegroups"]
     ] == ["default-master"]
+    # Query values are urlencoded in `next`, and the link round-trips.
+    page1 = api.ok("GET", "/clustertemplates?limit=2&note=a%26b%3Dc+d%23e")
+    nxt = httpx.URL(page1["next"])
+    assert nxt.params["note"] == "a&b=c d#e" and nxt.params["marker"] == made[1]
+    page2 = api.ok("GET", page1["next"].replace(server.v1, ""))
+    assert [t["uuid"] for t in page2["clustertemplates"]] == made[2:4]
 
 
 def test_project_isolation(server: LiveServer) -> None:
@@ -287,6 +390,30 @@ def test_project_isolation(server: LiveServer) -> None:
     assert b.ok("GET", "/clusters")["clusters"] == []
     assert b.ok("GET", "/clustertemplates")["clustertemplates"] == []
     assert len(a.ok("GET", "/clusters")["clusters"]) == 1
+
+
+def test_a_marker_names_a_row_of_the_callers_own_list(server: LiveServer) -> None:
+    """Another project's uuid (or a row outside the filtered list) as a marker is
+    refused like an unknown one; it used to page from where that row sorts among
+    every project's rows."""
+    a, b = Api(server), Api(server)
+    tpl = a.template(name="tpl")
+    c = a.cluster(name="mine", **IMG)
+    ng = a.groups("mine")["default-worker"]
+    node = seed_nodes(server, ng["uuid"], 1)[0]
+    b.cluster(name="theirs", **IMG)
+    master = b.groups("theirs")["default-master"]["uuid"]
+    for path in [
+        f"/clusters?marker={c['uuid']}",
+        f"/clusters/detail?marker={c['uuid']}",
+        f"/clustertemplates?marker={tpl['uuid']}",
+        f"/clusters/theirs/nodegroups?marker={ng['uuid']}",
+        f"/clusters/theirs/nodes?marker={node['uuid']}",
+        f"/clusters/theirs/nodegroups?role=worker&marker={master}",
+    ]:
+        err = assert_magnum_error(b.get(path), 400)
+        assert "marker" in err["title"], path
+    assert b.ok("GET", f"/clusters/theirs/nodegroups?marker={master}")["nodegroups"]
 
 
 def test_quota_and_ambiguous_names(server: LiveServer) -> None:

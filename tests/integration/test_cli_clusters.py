@@ -129,9 +129,15 @@ def test_nodegroup_create_three_ways_update_and_delete(shoal: Shoal, c1: dict[st
     copy = shoal.json("nodegroup", "create", "c1", "ssd2", "--from-nodegroup", "ssd",
                       "--count", "2", "--wait")  # fmt: skip
     assert copy["flavor_id"] == "s1.large" and copy["node_count"] == 2
-    plain = shoal.json("nodegroup", "create", "c1", "big", "--role", "worker", "--flavor",
-                       "m1.large", "--count", "1", "--max", "3", "--wait")  # fmt: skip
+    # --label and --wait together: the wait's progress label is not the --label option
+    made_big = shoal.run("nodegroup", "create", "c1", "big", "--role", "worker", "--flavor",
+                         "m1.large", "--count", "1", "--max", "3", "--label", "tier=big",
+                         "--wait", "-f", "json")  # fmt: skip
+    assert made_big.exit_code == 0, made_big.output
+    assert "node group big of c1: done" in made_big.stderr
+    plain = json.loads(made_big.stdout)
     assert plain["max_node_count"] == 3 and plain["nodes_ready"] == 1
+    assert plain["labels"] == {"tier": "big"}
     updated = shoal.json("nodegroup", "update", "c1", "big", "--set", "max_node_count=5")
     assert updated["max_node_count"] == 5
     master = shoal.run(

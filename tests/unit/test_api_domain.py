@@ -47,6 +47,61 @@ def test_integers_and_booleans() -> None:
         v.boolean("b", 1)
 
 
+def test_integers_are_ascii_digits_and_bounded_before_int() -> None:
+    assert v.integer("n", " 0012 ", lo=0) == 12
+    for bad in ("\u0661", "\u00b2", "1" * 5000, "-" + "1" * 5000, str(v.INT_MAX + 1)):
+        with pytest.raises(Invalid, match="^n must"):
+            v.integer("n", bad, lo=0)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("0", 0), ("42", 42), (str(v.INT_MAX), v.INT_MAX), ("0" * 30 + "7", 7)],
+)
+def test_decimal_ids(text: str, expected: int) -> None:
+    assert v.decimal_id(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text", ["", "-1", " 1", "\u0661", "\u00b2", str(v.INT_MAX + 1), "9" * 23, "1" * 5000]
+)
+def test_not_decimal_ids(text: str) -> None:
+    assert v.decimal_id(text) is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "{'a': " * 5000,  # SyntaxError: too many nested parentheses
+        "[" + "1+" * 100_000 + "1]",  # RecursionError
+        "[" + "-" * 100_000 + "1]",  # MemoryError from the parser
+        "{[1]: 2}",  # TypeError: unhashable
+        "[{'a': {1, 2}}]",  # a set
+        "[b'x']",
+        "[1j]",
+        "[1e999]",
+        "[{1: 'a'}]",
+        "['\\ud800']",  # an unpaired surrogate once evaluated
+    ],
+)
+def test_literals_that_are_no_json_stay_strings(text: str) -> None:
+    assert v.literal(text) == text
+
+
+def test_json_problems() -> None:
+    assert v.json_problem({"a": [1, 2.5, "x", None, True, {"b": []}]}) is None
+    deep: list[object] = []
+    for _ in range(100_000):  # walked without recursion
+        deep = [deep]
+    assert v.json_problem(deep) is None
+    assert "NUL" in (v.json_problem({"a": ["x\x00"]}) or "")
+    assert "surrogate" in (v.json_problem({"\udfff": 1}) or "")
+    assert "finite" in (v.json_problem([float("nan")]) or "")
+    assert "finite" in (v.json_problem({"a": float("-inf")}) or "")
+    assert "keys" in (v.json_problem({1: "a"}) or "")
+    assert "set" in (v.json_problem([{1}]) or "")
+
+
 def test_rollout_and_health_policies() -> None:
     assert v.rollout("rollout", {"max_surge": 2}) == m.RolloutPolicy(2, 0)
     with pytest.raises(Invalid, match="both be 0"):

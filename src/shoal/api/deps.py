@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import quote, urlencode
 
 from fastapi import Request, Response
 
 from shoal.api.errors import HTTPError
 from shoal.db.engine import Database
 from shoal.db.repo.paging import Page
+from shoal.domain import validation
 from shoal.domain.errors import Invalid
 from shoal.services.context import Caller
+
+PAGE_PARAMS = ("limit", "marker", "sort_key", "sort_dir")
 
 
 def runtime(request: Request) -> Any:
@@ -25,11 +29,19 @@ def db(request: Request) -> Database:
 
 
 def caller(request: Request) -> Caller:
-    """Project and user from X-Project-Id / X-User-Id (authentication comes later)."""
+    """Project and user from X-Project-Id / X-User-Id (authentication comes later);
+    400 for a value longer than the project_id / user_id columns hold."""
     settings = runtime(request).settings
-    project = request.headers.get("X-Project-Id") or settings.default_project
-    user = request.headers.get("X-User-Id") or "admin"
+    project = _id_header(request, "X-Project-Id") or settings.default_project
+    user = _id_header(request, "X-User-Id") or "admin"
     return Caller(project_id=project, user_id=user, version=request.state.version)
+
+
+def _id_header(request: Request, header: str) -> str | None:
+    value = request.headers.get(header)
+    if value is not None and len(value) > validation.NAME_MAX:
+        raise HTTPError(400, f"{header} must be at most {validation.NAME_MAX} characters")
+    return value
 
 
 def need(request: Request, major: int, minor: int, what: str) -> None:
@@ -39,7 +51,9 @@ def need(request: Request, major: int, minor: int, what: str) -> None:
 
 
 async def json_body(request: Request, *, kind: type = dict) -> Any:
-    """The body as JSON: 415 for another content type, 400 when malformed or the wrong shape."""
+    """The body as JSON: 415 for another content type, 400 when malformed, nested
+    beyond the parser's recursion limit, holding what no backend stores (NaN, NUL,
+    unpaired surrogates: `validation.json_problem`), or the wrong shape."""
     raw = await request.body()
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if not raw.strip():
@@ -52,6 +66,11 @@ async def json_body(request: Request, *, kind: type = dict) -> Any:
         data = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise HTTPError(400, f"Malformed JSON in request body: {exc}") from exc
+    except RecursionError as exc:
+        raise HTTPError(400, "The request body is nested too deeply") from exc
+    problem = validation.json_problem(data)
+    if problem:
+        raise HTTPError(400, f"Unacceptable JSON in request body: {problem}")
     if not isinstance(data, kind):
         shape = "a JSON object" if kind is dict else "a JSON list"
         raise HTTPError(400, f"The request body must be {shape}")
@@ -120,7 +139,7 @@ def page(request: Request) -> Page:
 
 
 def base_url(request: Request) -> str:
-    public = runtime(request).settings.public_url
+    public: str | None = runtime(request).settings.public_url
     if public:
         return public.rstrip("/")
     return str(request.base_url).rstrip("/")
@@ -141,15 +160,16 @@ def collection(
     """`{name: items}` plus `next` when the page is full."""
     out: dict[str, Any] = {name: items}
     if items and len(items) >= pg.limit:
-        extra = "".join(
-            f"&{k}={v}"
-            for k, v in request.query_params.items()
-            if k not in ("limit", "marker", "sort_key", "sort_dir")
+        query = urlencode(
+            [
+                ("sort_key", pg.sort_key),
+                ("sort_dir", pg.sort_dir),
+                ("limit", str(pg.limit)),
+                ("marker", items[-1]["uuid"]),
+                *((k, v) for k, v in request.query_params.multi_items() if k not in PAGE_PARAMS),
+            ]
         )
-        out["next"] = (
-            f"{base_url(request)}/v1/{path or name}?sort_key={pg.sort_key}&sort_dir={pg.sort_dir}"
-            f"&limit={pg.limit}&marker={items[-1]['uuid']}{extra}"
-        )
+        out["next"] = f"{base_url(request)}/v1/{quote(path or name)}?{query}"
     return out
 
 

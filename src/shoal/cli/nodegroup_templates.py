@@ -112,8 +112,10 @@ def create(
 ) -> None:
     """Create a node group template from attributes, or from a node group plus overrides.
 
-    Example: shoal nodegroup-template create gpu --role worker --flavor g1.large --count 2
-    --az az-1 --az az-2   (or: --from-nodegroup demo/gpu --count 4)
+    Example: shoal nodegroup-template create gpu --role worker --flavor g1.large --count 2 \\
+    --az az-1 --az az-2
+
+    From a node group: shoal nodegroup-template create gpu4 --from-nodegroup demo/gpu --count 4
     """
     client = connect(ctx)
     body = spec_options(

@@ -76,8 +76,8 @@ def create(
     client = connect(ctx)
     group = client.post(f"/clusters/{cluster}/nodegroups", body)
     if wait_:
-        label = f"node group {name} of {cluster}"
-        wait.wait_for(client, cluster, timeout=wait_timeout, nodegroup=group["uuid"], label=label)
+        what = f"node group {name} of {cluster}"  # not `label`: that is the --label option
+        wait.wait_for(client, cluster, timeout=wait_timeout, nodegroup=group["uuid"], label=what)
         group = client.get(f"/clusters/{cluster}/nodegroups/{group['uuid']}")
     show_one(group, fmt, column)
 

@@ -14,7 +14,8 @@ from shoal.settings import Settings, SettingsError
 
 def _settings(**overrides: object) -> Settings:
     try:
-        return Settings.from_env(**{k: v for k, v in overrides.items() if v is not None})
+        given = {k: v for k, v in overrides.items() if v is not None}
+        return Settings.from_env(env=None, **given)  # env=None: os.environ
     except SettingsError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc

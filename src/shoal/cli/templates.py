@@ -55,8 +55,8 @@ def create(
 ) -> None:
     """Create a cluster template: from attributes, or from a cluster, plus overrides.
 
-    Example: shoal template create k8s --image fedora-coreos-40 --flavor m1.medium
-    -n name=masters,role=master,flavor=m1.medium,count=3,az=az-1+az-2+az-3
+    Example: shoal template create k8s --image fedora-coreos-40 --flavor m1.medium \\
+    -n name=masters,role=master,flavor=m1.medium,count=3,az=az-1+az-2+az-3 \\
     -n name=gpu,flavor=g1.large,count=2
     """
     body: dict[str, Any] = {

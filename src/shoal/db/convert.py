@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeAlias
+
+from sqlalchemy import Row
 
 from shoal.db import tables as t
 from shoal.domain import model as m
 from shoal.domain import specs
 
 _COUNTS = ("node_count", "min_node_count", "max_node_count")
+
+# A Core row that selects all of a table's columns reads like that table's ORM
+# object (attribute access by column name): the hot reads convert those instead.
+CoreRow: TypeAlias = Row[*tuple[Any, ...]]
 
 
 def ngt_spec_to_json(spec: m.NodeGroupSpec) -> dict[str, Any]:
@@ -114,7 +120,7 @@ def ct_from_row(
     )
 
 
-def cluster_from_row(row: t.ClusterRow) -> m.Cluster:
+def cluster_from_row(row: t.ClusterRow | CoreRow) -> m.Cluster:
     return m.Cluster(
         id=row.id,
         uuid=row.uuid,
@@ -138,7 +144,7 @@ def cluster_from_row(row: t.ClusterRow) -> m.Cluster:
     )
 
 
-def nodegroup_from_row(row: t.NodeGroupRow) -> m.NodeGroup:
+def nodegroup_from_row(row: t.NodeGroupRow | CoreRow) -> m.NodeGroup:
     return m.NodeGroup(
         id=row.id,
         uuid=row.uuid,
@@ -163,7 +169,7 @@ def nodegroup_from_row(row: t.NodeGroupRow) -> m.NodeGroup:
     )
 
 
-def node_from_row(row: t.NodeRow) -> m.Node:
+def node_from_row(row: t.NodeRow | CoreRow) -> m.Node:
     return m.Node(
         id=row.id,
         uuid=row.uuid,

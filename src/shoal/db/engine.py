@@ -18,11 +18,26 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy import Connection, Engine, Table, create_engine, event
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+def upsert(dialect: str, table: Table) -> Any:
+    """An INSERT on `table` that takes ON CONFLICT clauses (PostgreSQL's or SQLite's
+    form, which SQLAlchemy spells alike); `dialect` is the connection's dialect name."""
+    return (pg_insert if dialect == "postgresql" else sqlite_insert)(table)
+
+
+def dialect_of(executor: Connection | Session) -> str:
+    """The dialect name behind a Core connection or an ORM session."""
+    if isinstance(executor, Connection):
+        return executor.dialect.name
+    return executor.get_bind().dialect.name
 
 
 def normalize_url(url: str) -> str:

@@ -29,7 +29,8 @@ class UTCDateTime(TypeDecorator[datetime]):
     def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
         if value is None:
             return None
-        return value.replace(tzinfo=UTC)
+        naive: datetime = value  # what the DateTime impl returns on every backend
+        return naive.replace(tzinfo=UTC)
 
 
 def utcnow() -> datetime:

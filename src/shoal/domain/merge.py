@@ -180,11 +180,7 @@ def check_groups(plans: Sequence[GroupPlan], *, allow_zero: bool = True) -> None
         v.counts(p.spec, allow_zero=allow_zero)
         if not p.spec.image_id:
             raise Invalid(f"image_id is required (node group {p.name} has none)", "image_id")
-    masters = sum(p.spec.node_count for p in plans if p.spec.role == m.ROLE_MASTER)
-    if masters < 1:
-        raise Invalid(
-            "a cluster needs at least one master node (master_count >= 1)", "master_count"
-        )
+    v.master_total(sum(p.spec.node_count for p in plans if p.spec.role == m.ROLE_MASTER))
 
 
 def groups_from_templates(ngts: Sequence[m.NodeGroupTemplate]) -> list[GroupPlan]:

@@ -70,7 +70,7 @@ TEMPLATE_ATTRS: dict[str, Check] = {
     "cluster_distro": v.string,
     "driver": v.string,
     "tags": v.string,
-    "coe_version": v.string,
+    "coe_version": v.version,
 }
 
 CLUSTER_ATTRS: dict[str, Check] = {
@@ -80,7 +80,7 @@ CLUSTER_ATTRS: dict[str, Check] = {
     "create_timeout": _int(0, 7 * 24 * 60),
     "discovery_url": v.text,
     "merge_labels": _bool,
-    "coe_version": v.string,
+    "coe_version": v.version,
     "master_count": _int(1),
     "node_count": _int(0),
 }
@@ -124,8 +124,10 @@ def apply_ng_attrs(base: m.NodeGroupSpec, attrs: Mapping[str, Any]) -> m.NodeGro
     for key, raw in attrs.items():
         if key == "role":
             changes["role"] = v.name("role", raw, 64)
-        elif key in ("flavor_id", "image_id", "coe_version"):
+        elif key in ("flavor_id", "image_id"):
             changes[key] = v.string(key, raw)
+        elif key == "coe_version":
+            changes[key] = v.version(key, raw)
         elif key == "docker_volume_size":
             changes[key] = v.opt_integer(key, raw, lo=1)
         elif key == "availability_zones":

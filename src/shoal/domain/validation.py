@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import math
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -18,11 +19,20 @@ from shoal.domain.errors import Conflict, Invalid
 NAME_RE = re.compile(r"^[a-zA-Z][a-zA-Z0-9_.-]*$")
 CLUSTER_NAME_MAX = 242
 NAME_MAX = 255
+# nodegroups.version holds a group's coe_version (or a template's kube_tag label).
+VERSION_MAX = 64
 LABEL_KEY_MAX = 253
 # The largest integer an INTEGER column holds on every backend (PostgreSQL's
 # int4): a bigger count, size or limit is refused here rather than by the database.
 INT_MAX = 2**31 - 1
 DEFAULT_FLAVOR = "m1.small"
+# ASCII digits only: str.isdigit() and the re module's \d also take "١٢" or "²",
+# which are not ids a client meant (and int("²") raises).
+_DECIMAL = re.compile(r"-?[0-9]+")
+# Past this many digits a number is beyond every bound here, and int() of 4,300+
+# digits raises ValueError.
+_DIGITS_MAX = 19
+_JSON_SCALARS = (str, int, float, bool, type(None))
 
 Checker = Callable[[str, Any], Any]
 
@@ -63,12 +73,16 @@ def text(field: str, value: Any) -> str | None:
 
 
 def integer(field: str, value: Any, lo: int | None = None, hi: int | None = None) -> int:
-    """An integer (JSON number or decimal string) within [lo, hi] (hi: INT_MAX)."""
+    """An integer (JSON number or ASCII decimal string) within [lo, hi] (hi: INT_MAX)."""
     hi = INT_MAX if hi is None else hi
     if isinstance(value, bool) or value is None:
         raise Invalid(f"{field} must be an integer, not {_kind(value)}", field)
-    if isinstance(value, str) and re.fullmatch(r"-?\d+", value.strip()):
-        value = int(value)
+    if isinstance(value, str) and _DECIMAL.fullmatch(value.strip()):
+        digits = value.strip()
+        if len(digits.lstrip("-").lstrip("0")) > _DIGITS_MAX:
+            bound = f">= {lo}" if digits.startswith("-") and lo is not None else f"<= {hi}"
+            raise Invalid(f"{field} must be {bound} (got {len(digits)} digits)", field)
+        value = int(digits)
     if not isinstance(value, int):
         raise Invalid(f"{field} must be an integer, not {_kind(value)}", field)
     if lo is not None and value < lo:
@@ -76,6 +90,25 @@ def integer(field: str, value: Any, lo: int | None = None, hi: int | None = None
     if value > hi:
         raise Invalid(f"{field} must be <= {hi} (got {value})", field)
     return value
+
+
+def decimal_id(text: str) -> int | None:
+    """`text` as a non-negative integer id (ASCII digits, at most INT_MAX), else None.
+
+    For identifiers that may be a name or an integer id: anything else is not an
+    id, so lookups never reach the database with a number its column cannot hold."""
+    if not (text.isascii() and text.isdigit()) or len(text.lstrip("0")) > _DIGITS_MAX:
+        return None
+    number = int(text)
+    return number if number <= INT_MAX else None
+
+
+def version(field: str, value: Any) -> str | None:
+    """An optional version string of at most VERSION_MAX characters (coe_version)."""
+    text = string(field, value)
+    if text is not None and len(text) > VERSION_MAX:
+        raise Invalid(f"{field} must be at most {VERSION_MAX} characters", field)
+    return text
 
 
 def opt_integer(field: str, value: Any, lo: int | None = None) -> int | None:
@@ -93,13 +126,59 @@ def boolean(field: str, value: Any) -> bool:
 
 
 def literal(value: Any) -> Any:
-    """A value that may arrive as a Python-literal string (`"{'a': 'b'}"`)."""
+    """A value that may arrive as a Python-literal string (`"{'a': 'b'}"`).
+
+    A string that is no such literal stays a string, for the field's own check to
+    refuse: a syntax error, a parser overwhelmed by nesting (RecursionError or, in
+    CPython's parser, MemoryError), an unhashable key (TypeError), or a result
+    that JSON cannot hold (sets, bytes, complex, infinite floats, non-string keys;
+    see `json_problem`)."""
     if isinstance(value, str) and value.strip()[:1] in ("{", "["):
         try:
-            return ast.literal_eval(value.strip())
-        except (ValueError, SyntaxError):
+            parsed = ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
             return value
+        return value if json_problem(parsed) else parsed
     return value
+
+
+def json_problem(value: Any) -> str | None:
+    """Why `value` cannot be stored as JSON on every backend, or None when it can.
+
+    Only dicts with string keys, lists and JSON scalars; no infinite or NaN number
+    (JSON has none; PostgreSQL's jsonb refuses them); no string with a NUL
+    (PostgreSQL's text and jsonb refuse it) or an unpaired surrogate (not UTF-8
+    at all). Iterative, so any depth the JSON parser produced is walked."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for key in item:
+                if not isinstance(key, str):
+                    return f"object keys must be strings (got {key!r})"
+                stack.append(key)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            if "\x00" in item:
+                return "strings must not contain NUL (\\u0000)"
+            if not item.isascii() and not _utf8(item):
+                return "strings must not contain unpaired surrogates (\\ud800-\\udfff)"
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                return "numbers must be finite (no NaN or Infinity)"
+        elif not isinstance(item, _JSON_SCALARS):
+            return f"a Python {type(item).__name__} is not a JSON value"
+    return None
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def str_dict(field: str, value: Any) -> dict[str, str]:
@@ -235,6 +314,22 @@ def counts(spec: m.NodeGroupSpec, *, allow_zero: bool = True) -> None:
     if mx is not None and spec.node_count > mx:
         raise Conflict(
             f"node_count ({spec.node_count}) should be less or equal to max_node_count ({mx})"
+        )
+
+
+def master_total(total: int) -> None:
+    """A cluster's masters, over all its master groups: at least one, and an odd number,
+    so that etcd keeps a quorum when one is lost (an even count adds no fault tolerance)."""
+    if total < 1:
+        raise Invalid(
+            "cannot remove the last master: a cluster needs at least one master node "
+            "(master_count >= 1)",
+            "master_count",
+        )
+    if total % 2 == 0:
+        raise Invalid(
+            f"master_count must be odd (1, 3, 5, ...) for an etcd quorum; got {total}",
+            "master_count",
         )
 
 

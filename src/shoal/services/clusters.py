@@ -97,6 +97,7 @@ def create(db: Database, caller: Caller, body: dict[str, Any], quota_default: in
 
 
 def _check_quota(s: Session, project_id: str, default: int) -> None:
+    quotas.lock_project(s, project_id)
     row = quotas.find(s, project_id, quotas.CLUSTER)
     limit = row.hard_limit if row is not None else default
     if clusters.count_in_project(s, project_id) >= limit:
@@ -129,7 +130,7 @@ def list_page(db: Database, caller: Caller, page: Page) -> list[ClusterView]:
 def update(db: Database, caller: Caller, ident: str, patch: Any) -> m.Cluster:
     """Magnum allows node_count (default worker group), health_status and its reason."""
     with db.write() as s:
-        row = clusters.find_row(s, caller.project_id, ident, for_update=True)
+        row = clusters.find_changeable_row(s, caller.project_id, ident)
         current = {
             "health_status_reason": dict(row.health_status_reason or {}),
             "labels": dict((row.attrs or {}).get("labels") or {}),

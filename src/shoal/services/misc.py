@@ -85,6 +85,7 @@ def quota_set(db: Database, project_id: str, resource: str, hard_limit: object) 
     _resource(resource)
     if not project_id:
         raise Invalid("project_id is required", "project_id")
+    v.string("project_id", project_id)  # at most the column's 255 characters
     limit = v.integer("hard_limit", hard_limit, lo=0)
     with db.write() as s:
         return quotas.upsert(s, project_id, resource, limit)

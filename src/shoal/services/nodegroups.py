@@ -58,9 +58,7 @@ def create(db: Database, caller: Caller, cluster_ident: str, body: dict[str, Any
     if overrides.get("role") == m.ROLE_MASTER:
         raise Invalid("Creating master nodegroups is currently not supported.", "role")
     with db.write() as s:
-        cluster = clusters.find_row(s, caller.project_id, cluster_ident, for_update=True)
-        if cluster.deleting:
-            raise Conflict(f"Cluster {cluster.name} is being deleted")
+        cluster = clusters.find_changeable_row(s, caller.project_id, cluster_ident)
         base, source_id = m.NodeGroupSpec(), None
         if body.get("nodegroup_template_id") is not None:
             ident = v.string("nodegroup_template_id", body["nodegroup_template_id"]) or ""
@@ -119,7 +117,7 @@ def list_page(
 def update(db: Database, caller: Caller, cluster_ident: str, ident: str, patch: Any) -> GroupView:
     """min/max, node labels and taints (Magnum), plus shoal's policies, AZs, image, flavor."""
     with db.write() as s:
-        cluster = clusters.find_row(s, caller.project_id, cluster_ident, for_update=True)
+        cluster = clusters.find_changeable_row(s, caller.project_id, cluster_ident)
         row = nodegroups.find_row(s, cluster.uuid, ident, for_update=True)
         spec = nodegroups.spec_of(row)
         current = specs.spec_as_attrs(spec)
@@ -146,7 +144,7 @@ def update(db: Database, caller: Caller, cluster_ident: str, ident: str, patch: 
 
 def delete(db: Database, caller: Caller, cluster_ident: str, ident: str) -> None:
     with db.write() as s:
-        cluster = clusters.find_row(s, caller.project_id, cluster_ident, for_update=True)
+        cluster = clusters.find_changeable_row(s, caller.project_id, cluster_ident)
         row = nodegroups.find_row(s, cluster.uuid, ident, for_update=True)
         if row.is_default:
             raise Invalid(

@@ -54,8 +54,9 @@ def match_nodes(group_nodes: list[m.Node], entries: list[str]) -> list[m.Node]:
     out: dict[str, m.Node] = {}
     for e in entries:
         node = keys.get(e)
-        if node is None and e.strip().isdigit() and int(e) < len(group_nodes):
-            node = group_nodes[int(e)]
+        index = v.decimal_id(e.strip())
+        if node is None and index is not None and index < len(group_nodes):
+            node = group_nodes[index]
         if node is None:
             raise Invalid(
                 f"nodes_to_remove: {e!r} is not a node of this node group", "nodes_to_remove"
@@ -79,14 +80,18 @@ def resize(
     if not isinstance(raw, list) or not all(isinstance(x, str | int) for x in raw):
         raise Invalid("nodes_to_remove must be a list of strings", "nodes_to_remove")
     entries = [str(x) for x in raw]
-    if cluster.deleting:
-        raise Conflict(f"Cluster {cluster.name} is being deleted")
     row = _group(s, cluster, body.get("nodegroup"))
     if row.deleting:
         raise Conflict(f"NodeGroup {row.name} is being deleted")
     spec = nodegroups.spec_of(row)
-    if spec.role == m.ROLE_MASTER and count < 1:
-        raise Invalid("cannot remove the last master of a cluster", "node_count")
+    other_masters = 0
+    if spec.role == m.ROLE_MASTER:
+        other_masters = sum(
+            g.spec.node_count
+            for g in nodegroups.of_cluster(s, cluster.uuid)
+            if g.spec.role == m.ROLE_MASTER and not g.deleting and g.uuid != row.uuid
+        )
+        v.master_total(other_masters + count)
     if count < spec.min_node_count or (
         spec.max_node_count is not None and count > spec.max_node_count
     ):
@@ -95,13 +100,21 @@ def resize(
             f"Resizing {row.name} outside the allowed range: min_node_count = "
             f"{spec.min_node_count}, max_node_count = {hi}, node_count = {count}"
         )
-    doomed = match_nodes(nodes.of_group(s, row.uuid), entries) if entries else []
+    group_nodes = nodes.of_group(s, row.uuid) if entries else []
+    doomed = match_nodes(group_nodes, entries)
+    if spec.role == m.ROLE_MASTER and doomed and not other_masters:
+        kept = {n.uuid for n in group_nodes if not n.to_delete} - {n.uuid for n in doomed}
+        if not kept:
+            raise Invalid(
+                "cannot remove every master of a cluster: keep at least one running "
+                "while its replacements boot",
+                "nodes_to_remove",
+            )
     nodes.mark_to_delete(s, [n.uuid for n in doomed])
     group = nodegroups.write_spec(
         s, row, dataclasses.replace(spec, node_count=count), "UPDATE_IN_PROGRESS", now
     )
-    if not cluster.deleting:
-        clusters.touch(s, cluster, "UPDATE_IN_PROGRESS", now)
+    clusters.touch(s, cluster, "UPDATE_IN_PROGRESS", now)
     removed = f", removing {', '.join(n.name for n in doomed)}" if doomed else ""
     events.record(
         s,
@@ -116,7 +129,7 @@ def resize(
 def resize_cluster(db: Database, caller: Caller, ident: str, body: dict[str, Any]) -> str:
     """POST /actions/resize; returns the cluster uuid."""
     with db.write() as s:
-        cluster = clusters.find_row(s, caller.project_id, ident, for_update=True)
+        cluster = clusters.find_changeable_row(s, caller.project_id, ident)
         resize(s, caller, cluster, body, utcnow())
         return cluster.uuid
 
@@ -131,12 +144,13 @@ def upgrade_cluster(db: Database, caller: Caller, ident: str, body: dict[str, An
     target = v.string("cluster_template", body["cluster_template"]) or ""
     batch = v.integer("max_batch_size", body.get("max_batch_size", 1), lo=1)
     with db.write() as s:
-        cluster = clusters.find_row(s, caller.project_id, ident, for_update=True)
-        if cluster.deleting:
-            raise Conflict(f"Cluster {cluster.name} is being deleted")
+        cluster = clusters.find_changeable_row(s, caller.project_id, ident)
         ct = templates.get_ct(s, caller.project_id, target)
         image = ct.attrs.get("image_id")
-        version = ct.attrs.get("coe_version") or (ct.attrs.get("labels") or {}).get("kube_tag")
+        version = v.version(
+            f"the version of cluster template {ct.name} (coe_version or label kube_tag)",
+            ct.attrs.get("coe_version") or (ct.attrs.get("labels") or {}).get("kube_tag"),
+        )
         now = utcnow()
         rows = (
             [_group(s, cluster, body["nodegroup"])]

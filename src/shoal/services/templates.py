@@ -31,7 +31,7 @@ def _embedded(raw: Any) -> list[tuple[str, m.NodeGroupSpec, str | None]]:
         return []
     if not isinstance(entries, list):
         raise Invalid("node_group_templates must be a list of objects", "node_group_templates")
-    out = []
+    out: list[tuple[str, m.NodeGroupSpec, str | None]] = []
     for e in entries:
         if not isinstance(e, dict):
             raise Invalid("node_group_templates entries must be objects", "node_group_templates")

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 
 from shoal.api import deps, serializers
+from shoal.domain import validation
 from shoal.domain.errors import Invalid
 from shoal.services import clusters, misc, resize
 
@@ -105,11 +106,11 @@ def list_nodes(request: Request, ident: str, nodegroup: str | None = None) -> Re
 def list_events(request: Request, ident: str) -> dict[str, Any]:
     """shoal: the cluster's events oldest first; `after` = last event id seen (for --follow)."""
     q = request.query_params
+    after = validation.integer("after", q.get("after") or 0, lo=0)
     try:
-        after = int(q.get("after") or 0)
         limit = int(q.get("limit") or 1000)
     except ValueError as exc:
-        raise Invalid("after and limit must be integers", "after") from exc
+        raise Invalid("limit must be an integer", "limit") from exc
     if limit <= 0:
         raise Invalid("Limit must be positive", "limit")
     limit = min(limit, deps.runtime(request).settings.page_limit)

@@ -17,6 +17,7 @@ from shoal.db.repo.templates import new_uuid
 from shoal.db.tables import ClusterRow, NodeGroupRow, NodeRow
 from shoal.db.types import utcnow
 from shoal.domain import model as m
+from shoal.domain.errors import Conflict
 from shoal.domain.merge import GroupPlan
 
 SORT_KEYS = frozenset({"id", "uuid", "name", "status", "created_at", "updated_at"})
@@ -44,6 +45,15 @@ def find_row(session: Session, project_id: str, ident: str, for_update: bool = F
         where=(ClusterRow.project_id == project_id,),
         for_update=for_update,
     )
+    return row
+
+
+def find_changeable_row(session: Session, project_id: str, ident: str) -> ClusterRow:
+    """The cluster, locked for a desired-state change; Conflict once it is being deleted
+    (a change can no longer apply, and must not flip DELETE_IN_PROGRESS back)."""
+    row = find_row(session, project_id, ident, for_update=True)
+    if row.deleting:
+        raise Conflict(f"Cluster {row.name} is being deleted")
     return row
 
 
@@ -96,7 +106,8 @@ def addresses(session: Session, cluster_uuid: str) -> tuple[list[str], list[str]
     workers: list[str] = []
     masters: list[str] = []
     for addr, group in rows:
-        (masters if group in master_groups else workers).append(addr)
+        if addr is not None:  # always: the query leaves out NULL addresses (narrows the type)
+            (masters if group in master_groups else workers).append(addr)
     return workers, masters
 
 
@@ -137,7 +148,10 @@ def insert(
         next_reconcile_at=now + FIRST_PASS_AFTER,
     )
     session.add(row)
-    session.add_all([nodegroups.new_row(row, plan, now) for plan in groups])
+    # Masters first: their lower ids put them first in the conductor's claim order
+    # (due time, then id), so the control plane boots before the workers queue up.
+    ordered = sorted(groups, key=lambda plan: plan.spec.role != m.ROLE_MASTER)
+    session.add_all([nodegroups.new_row(row, plan, now) for plan in ordered])
     session.flush()  # one flush for the cluster and its groups
     return convert.cluster_from_row(row)
 

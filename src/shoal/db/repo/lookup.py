@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, select
 from sqlalchemy.orm import Session
 
+from shoal.domain import validation
 from shoal.domain.errors import AmbiguousName, NotFound
 
 UUID_RE = re.compile(
@@ -43,8 +44,9 @@ def find(
         raise AmbiguousName(plural)
     if rows:
         return rows[0]
-    if by_int_id and ident.isdigit():
-        row = session.scalars(base.where(row_cls.id == int(ident))).first()
+    row_id = validation.decimal_id(ident) if by_int_id else None
+    if row_id is not None:
+        row = session.scalars(base.where(row_cls.id == row_id)).first()
         if row is not None:
             return row
     raise NotFound(kind, ident)

@@ -30,7 +30,7 @@ def paginate(
     *,
     entities: bool = True,
 ) -> list[Any]:
-    """Rows of `stmt` after the marker (a uuid of the same table), in the asked order.
+    """Rows of `stmt` after the marker (a uuid of a row `stmt` selects), in the asked order.
 
     `entities=False`: `stmt` selects columns and plain rows come back (no ORM
     objects: several times cheaper for big pages)."""
@@ -43,9 +43,13 @@ def paginate(
     col = getattr(row_cls, page.sort_key)
     desc = page.sort_dir == "desc"
     if page.marker is not None:
-        mk = session.execute(
-            select(col, row_cls.id).where(row_cls.uuid == page.marker)
-        ).one_or_none()
+        # The marker is looked up under the list's own filter (project, cluster,
+        # role): a uuid from outside the list is refused like an unknown one, and
+        # never reveals where another project's object sorts.
+        find = select(col, row_cls.id).where(row_cls.uuid == page.marker)
+        if stmt.whereclause is not None:
+            find = find.where(stmt.whereclause)
+        mk = session.execute(find).one_or_none()
         if mk is None:
             raise Invalid(f"marker {page.marker} does not name an object of this list", "marker")
         value, mid = mk

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import bindparam, select, text
 from sqlalchemy.orm import Session
 
 from shoal.db.tables import QuotaRow
@@ -15,6 +15,17 @@ CLUSTER = "Cluster"
 _FIND = select(QuotaRow).where(
     QuotaRow.project_id == bindparam("project_id"), QuotaRow.resource == bindparam("resource")
 )
+
+
+_LOCK = text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))")
+
+
+def lock_project(session: Session, project_id: str) -> None:
+    """Serialize quota checks of one project until the transaction ends, so that two
+    concurrent creates cannot both pass a count of limit - 1. SQLite needs nothing: its
+    write transactions (BEGIN IMMEDIATE) already run one at a time."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(_LOCK, {"key": f"quota:{project_id}"})
 
 
 def find(session: Session, project_id: str, resource: str) -> QuotaRow | None:

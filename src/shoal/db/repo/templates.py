@@ -139,14 +139,20 @@ def delete_ct(session: Session, row: ClusterTemplateRow) -> None:
     session.flush()
 
 
+# Embedded node group templates belong to their cluster template: they are read and
+# changed through it, and stay out of the standalone collection and its name space.
+_STANDALONE = NodeGroupTemplateRow.cluster_template_uuid.is_(None)
+
+
 def find_ngt_row(session: Session, project_id: str, ident: str) -> NodeGroupTemplateRow:
+    """A standalone node group template of the project, by uuid or name."""
     row: NodeGroupTemplateRow = lookup.find(
         session,
         NodeGroupTemplateRow,
         ident,
         kind="NodeGroupTemplate",
         plural="nodegrouptemplates",
-        where=(NodeGroupTemplateRow.project_id == project_id,),
+        where=(NodeGroupTemplateRow.project_id == project_id, _STANDALONE),
     )
     return row
 
@@ -156,7 +162,9 @@ def get_ngt(session: Session, project_id: str, ident: str) -> m.NodeGroupTemplat
 
 
 def list_ngts(session: Session, project_id: str, page: Page) -> list[m.NodeGroupTemplate]:
-    stmt = select(NodeGroupTemplateRow).where(NodeGroupTemplateRow.project_id == project_id)
+    stmt = select(NodeGroupTemplateRow).where(
+        NodeGroupTemplateRow.project_id == project_id, _STANDALONE
+    )
     rows = paginate(session, stmt, NodeGroupTemplateRow, page, NGT_SORT_KEYS)
     return [convert.ngt_from_row(r) for r in rows]
 
