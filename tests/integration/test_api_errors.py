@@ -323,6 +323,22 @@ def test_paths_root_index_and_openapi(server: LiveServer) -> None:
     assert doc["openapi"].startswith("3.") and "/v1/clusters/{ident}/actions/resize" in doc["paths"]
 
 
+def test_openapi_declares_the_errors_it_answers(server: LiveServer) -> None:
+    """Bad input is a 400 in Magnum's shape, and the document says so (not 422)."""
+    doc = httpx.get(server.url + "/openapi.json").json()
+    ops = [op for item in doc["paths"].values() for op in item.values()]
+    assert not [op["operationId"] for op in ops if "422" in op["responses"]]
+    resize = doc["paths"]["/v1/clusters/{ident}/actions/resize"]["post"]["responses"]["400"]
+    ref = resize["content"]["application/json"]["schema"]["$ref"]
+    schema = doc["components"]["schemas"][ref.rsplit("/", 1)[1]]
+    assert "HTTPValidationError" not in doc["components"]["schemas"]
+    item = schema["properties"]["errors"]["items"]
+    real = Api(server).client.post("/clusters", json={"name": 5})
+    assert real.status_code == 400
+    err = real.json()["errors"][0]
+    assert set(item["required"]) <= set(err) and set(err) <= set(item["properties"])
+
+
 def test_pagination(server: LiveServer) -> None:
     api = Api(server)
     made = [api.template(name=f"t{i}")["uuid"] for i in range(5)]

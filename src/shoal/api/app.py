@@ -17,7 +17,7 @@ from sqlalchemy.exc import DBAPIError
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from shoal.api import errors, microversion
+from shoal.api import errors, microversion, openapi
 from shoal.api.routes import (
     certificates,
     clusters,
@@ -177,6 +177,7 @@ def create_app(runtime: Any) -> FastAPI:
     )
     app.state.runtime = runtime
     errors.install(app)
+    openapi.install(app)
 
     @app.exception_handler(DBAPIError)
     async def _concurrent(request: Request, exc: DBAPIError) -> Response:
