@@ -1,6 +1,6 @@
 """`./run bench` (= `python -m benchmarks`): shoal's scale figures on the sim.
 
-./run bench                 every scenario at full size (about 10 minutes)
+./run bench                 every scenario at full size (about 3 minutes here)
 ./run bench --quick         small sizes, seconds (the test suite runs this)
 ./run bench --only overhead,resize
 """
