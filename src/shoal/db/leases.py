@@ -12,13 +12,13 @@ from __future__ import annotations
 import functools
 from collections.abc import Collection
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import Connection, Table, bindparam, delete, select, update
+from sqlalchemy import Connection, bindparam, delete, select, update
 from sqlalchemy.orm import Session
 
 from shoal.db.engine import dialect_of, upsert
-from shoal.db.tables import ConductorRow, LeaseRow
+from shoal.db.tables import ConductorRow, LeaseRow, table_of
 
 NODEGROUP = "nodegroup"
 CLUSTER = "cluster"
@@ -40,9 +40,8 @@ def key(kind: str, uuid: str) -> str:
 # Session by the services and tests: both execute statements alike.
 Executor = Connection | Session
 
-# Core: no ORM bulk-insert machinery for one row. The declarative base types
-# `__table__` as any FromClause; a class mapped by `__tablename__` has a Table.
-_LEASES = cast(Table, LeaseRow.__table__)
+# Core: no ORM bulk-insert machinery for one row.
+_LEASES = table_of(LeaseRow)
 
 
 @functools.cache
@@ -107,7 +106,7 @@ def holder_of(session: Executor, resource: str, now: datetime) -> str | None:
 
 def report_alive(session: Executor, host: str, now: datetime) -> None:
     """Register or refresh this conductor in `conductors` (report_count += 1)."""
-    ins = upsert(dialect_of(session), cast(Table, ConductorRow.__table__)).values(
+    ins = upsert(dialect_of(session), table_of(ConductorRow)).values(
         host=host,
         binary=BINARY,
         report_count=1,

@@ -10,7 +10,7 @@ sums on, and everything the conductor claims work by, is a real column.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import (
     Boolean,
@@ -19,6 +19,7 @@ from sqlalchemy import (
     Integer,
     MetaData,
     String,
+    Table,
     Text,
     UniqueConstraint,
 )
@@ -211,3 +212,10 @@ class ClusterCARow(Base):
     key_pem: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     rotated_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+def table_of(row_cls: type[Base]) -> Table:
+    """The Core table of a mapped class, for hot paths that skip the ORM's identity
+    map and unit of work. (The declarative base types `__table__` as any FromClause;
+    a class mapped by `__tablename__` has a Table, which insert() and update() need.)"""
+    return cast(Table, row_cls.__table__)

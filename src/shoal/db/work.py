@@ -11,7 +11,7 @@ import functools
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 from sqlalchemy import (
     Connection,
@@ -40,6 +40,7 @@ from shoal.db.tables import (
     LeaseRow,
     NodeGroupRow,
     NodeRow,
+    table_of,
 )
 from shoal.db.types import UTCDateTime, utcnow
 from shoal.domain import model as m
@@ -47,15 +48,8 @@ from shoal.domain import model as m
 CHUNK = 500
 
 # The tables as Core objects: the conductor's reads and writes select columns and
-# write by key, without the ORM's identity map and unit of work. (The declarative
-# base types `__table__` as any FromClause; a class mapped by `__tablename__` has a
-# Table, which update() and insert() need.)
-_CL, _NG, _NODE, _EV = (
-    cast(Table, ClusterRow.__table__),
-    cast(Table, NodeGroupRow.__table__),
-    cast(Table, NodeRow.__table__),
-    cast(Table, EventRow.__table__),
-)
+# write by key, without the ORM's identity map and unit of work.
+_CL, _NG, _NODE, _EV = (table_of(r) for r in (ClusterRow, NodeGroupRow, NodeRow, EventRow))
 # The statements every pass runs, built once with parameters (uuid, ...): building
 # and hashing a statement costs more than SQLite running it on a few rows, and a
 # small cluster pays it per pass. An UPDATE without .values() sets the columns the

@@ -5,17 +5,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import Table, select
+from sqlalchemy import select
 from sqlalchemy.exc import StatementError
 from sqlalchemy.orm import Session
 
 from shoal.db.engine import dialect_of, upsert
-from shoal.db.tables import ClusterCARow
+from shoal.db.tables import ClusterCARow, table_of
 from shoal.domain import pki
 
-_TABLE = cast(Table, ClusterCARow.__table__)
+_TABLE = table_of(ClusterCARow)
 _GET = select(_TABLE.c.cert_pem, _TABLE.c.key_pem)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from sqlalchemy import bindparam, select, text
 from sqlalchemy.orm import Session
 
+from shoal.db.engine import dialect_of
 from shoal.db.tables import QuotaRow
 from shoal.db.types import utcnow
 
@@ -24,7 +25,7 @@ def lock_project(session: Session, project_id: str) -> None:
     """Serialize quota checks of one project until the transaction ends, so that two
     concurrent creates cannot both pass a count of limit - 1. SQLite needs nothing: its
     write transactions (BEGIN IMMEDIATE) already run one at a time."""
-    if session.get_bind().dialect.name == "postgresql":
+    if dialect_of(session) == "postgresql":
         session.execute(_LOCK, {"key": f"quota:{project_id}"})
 
 
