@@ -99,7 +99,12 @@ class Conductor:
 
     # -- one pass ------------------------------------------------------------
 
-    def _work(self, kind: str, fn: Callable[[Context, str], None], uuid_: str) -> None:
+    def _work(
+        self, kind: str, fn: Callable[[Context, str], None], uuid_: str, *, defer: bool = False
+    ) -> None:
+        """One pass under the lease on the resource. The lease is released after it;
+        `defer`: by this worker's next claim, in that claim's transaction (a worker
+        claims again as soon as a pass ends: one transaction instead of two)."""
         key = leases.key(kind, uuid_)
         with self._held_lock:
             self._held.add(key)
@@ -114,32 +119,60 @@ class Conductor:
         finally:
             with self._held_lock:
                 self._held.discard(key)
-            try:
-                with self.ctx.db.core_write() as s:
-                    leases.release(s, self.holder, [key])
-            except Exception:  # the lease expires by itself
-                log.exception("%s: could not release lease", key)
+            if defer:
+                self._local.release = [*self._take_release(), key]
+            else:
+                self._release([key])
 
-    def _claim(self, kind: str, limit: int) -> list[str]:
-        return work.claim_due(
-            self.ctx.db, kind, self.holder, self.ctx.now(), self.settings.lease_seconds, limit
-        )
+    def _release(self, keys: list[str]) -> None:
+        if not keys:
+            return
+        try:
+            with self.ctx.db.core_write() as s:
+                leases.release(s, self.holder, keys)
+        except Exception:  # the leases expire by themselves
+            log.exception("%s: could not release lease", ", ".join(keys))
+
+    def _take_release(self) -> list[str]:
+        """This worker's leases left to release (by its next claim)."""
+        keys: list[str] = getattr(self._local, "release", None) or []
+        self._local.release = []
+        return keys
+
+    def _claim(self, kind: str, limit: int, release: list[str] | None = None) -> list[str]:
+        try:
+            return work.claim_due(
+                self.ctx.db,
+                kind,
+                self.holder,
+                self.ctx.now(),
+                self.settings.lease_seconds,
+                limit,
+                release=release or (),
+            )
+        except Exception:
+            self._release(release or [])  # the claim rolled back with the release in it
+            raise
 
     def _claim_fair(self, kind: str) -> tuple[list[str], bool]:
         """One resource unless this process already holds its fair share of the due
         work among the live conductors; (claimed, capped). A resource left
         unclaimed for a lease period is taken regardless (a slow peer)."""
         prefix = kind + ":"
+        release = self._take_release()
         with self._held_lock:
-            if self._queued[kind]:
-                return [self._queued[kind].popleft()], False
+            queued = self._queued[kind].popleft() if self._queued[kind] else None
+        if queued is not None:
+            self._release(release)
+            return [queued], False
+        with self._held_lock:
             mine = sum(1 for k in self._held if k.startswith(prefix)) + self._claiming[kind]
             self._claiming[kind] += 1
         try:
             if self._live == 1 and self.settings.workers > 1:
                 with self._cv:
                     idle = self._sleeping
-                return self._claim_batch(kind, 1 + idle), False
+                return self._claim_batch(kind, 1 + idle, release), False
             if mine > 0 and self._live != 1:
                 now = self.ctx.now()
                 alive = now - timedelta(seconds=3 * self.heartbeat_period())
@@ -152,18 +185,19 @@ class Conductor:
                         else 0.0
                     )
                     if mine >= share and waited < self.settings.lease_seconds:
+                        self._release(release)
                         return [], True
-            return self._claim(kind, 1), False
+            return self._claim(kind, 1, release), False
         finally:
             with self._held_lock:
                 self._claiming[kind] -= 1
 
-    def _claim_batch(self, kind: str, limit: int) -> list[str]:
+    def _claim_batch(self, kind: str, limit: int, release: list[str]) -> list[str]:
         """Alone, claim for this worker and the idle ones in one query: keep one,
         queue the rest for the workers that this wakes. No more than they can
         start at once: a resource claimed early would wait in the queue behind
         passes under way while others become due before it."""
-        uuids = self._claim(kind, limit)
+        uuids = self._claim(kind, limit, release)
         if len(uuids) > 1:
             with self._held_lock:
                 for u in uuids[1:]:
@@ -272,7 +306,7 @@ class Conductor:
                     for u in uuids:
                         found = True
                         self.wake()  # more may be due: let another worker look
-                        self._work(kind, fn, u)
+                        self._work(kind, fn, u, defer=True)
                 self._local.worked = found
                 if found:
                     continue
@@ -283,6 +317,7 @@ class Conductor:
             except Exception:
                 log.exception("conductor worker: unexpected error; continuing")
                 self._stop.wait(self.settings.poll_seconds)
+        self._release(self._take_release())
 
     def _idle(self, fresh: bool = True) -> None:
         """Sleep until woken, the next requeue or lease expiry, or the safety-net poll.

@@ -54,7 +54,17 @@ _CL, _NG, _NODE, _EV = (table_of(r) for r in (ClusterRow, NodeGroupRow, NodeRow,
 # and hashing a statement costs more than SQLite running it on a few rows, and a
 # small cluster pays it per pass. An UPDATE without .values() sets the columns the
 # parameters name ("b_" parameters are the WHERE clause's).
-_GROUP = select(*_NG.c).where(_NG.c.uuid == bindparam("uuid"))
+# A node group with the facts of its cluster that its passes need (one statement).
+_GROUP = (
+    select(
+        *_NG.c,
+        _CL.c.name.label("cluster_name"),
+        _CL.c.attrs.label("cluster_attrs"),
+        _CL.c.deleting.label("cluster_deleting"),
+    )
+    .join(_CL, _CL.c.uuid == _NG.c.cluster_uuid)
+    .where(_NG.c.uuid == bindparam("uuid"))
+)
 _CLUSTER = select(*_CL.c).where(_CL.c.uuid == bindparam("uuid"))
 _GROUP_NODES = (
     select(*_NODE.c).where(_NODE.c.nodegroup_uuid == bindparam("uuid")).order_by(_NODE.c.id)
@@ -73,12 +83,13 @@ _CLUSTER_GROUPS = (
     .order_by(_NG.c.id)
 )
 _IN_GROUPS = _NODE.c.nodegroup_uuid.in_(bindparam("groups", expanding=True))
-_READY_IN_GROUPS = select(func.count()).where(_IN_GROUPS, _NODE.c.state == "ACTIVE")
 _MASTER_LIMIT = 64  # more masters than any etcd cluster runs
-_ADDRESSES_IN_GROUPS = (
-    select(_NODE.c.address)
-    .where(_IN_GROUPS, _NODE.c.state == "ACTIVE", _NODE.c.address.is_not(None))
-    .order_by(_NODE.c.created_at, _NODE.c.id)
+# The ready nodes of some groups: how many (a window count, taken before the
+# limit) and their addresses, oldest first, those without one last.
+_READY_IN_GROUPS = (
+    select(_NODE.c.address, func.count().over().label("ready"))
+    .where(_IN_GROUPS, _NODE.c.state == "ACTIVE")
+    .order_by(_NODE.c.address.is_(None), _NODE.c.created_at, _NODE.c.id)
     .limit(_MASTER_LIMIT)
 )
 _UPDATE_CLUSTER = update(_CL).where(_CL.c.uuid == bindparam("b_uuid"))
@@ -254,18 +265,28 @@ _UNOBSERVED = tuple(
 
 
 def claim_due(
-    db: Database, kind: str, holder: str, now: datetime, ttl: float, limit: int
+    db: Database,
+    kind: str,
+    holder: str,
+    now: datetime,
+    ttl: float,
+    limit: int,
+    *,
+    release: Collection[str] = (),
 ) -> list[str]:
-    """Lease up to `limit` due resources of `kind` ("nodegroup" or "cluster").
+    """Lease up to `limit` due resources of `kind` ("nodegroup" or "cluster"), after
+    releasing `holder`'s leases `release` in the same transaction.
 
     On PostgreSQL the candidates are locked FOR UPDATE SKIP LOCKED, so
     conductors claiming at the same moment take different resources.
     """
-    with db.core_read() as s:  # most looks find nothing: no write transaction for them
-        if s.scalar(_claim_query(kind), {"now": now, "limit": 1}) is None:
-            return []
+    if not release:
+        with db.core_read() as s:  # most looks find nothing: no write transaction for them
+            if s.scalar(_claim_query(kind), {"now": now, "limit": 1}) is None:
+                return []
     q = _claim_query(kind, lock=not db.is_sqlite)
     with db.core_write() as s:
+        leases.release(s, holder, release)
         uuids = list(s.scalars(q, {"now": now, "limit": limit}))
         return [u for u in uuids if leases.claim(s, leases.key(kind, u), holder, now, ttl)]
 
@@ -325,17 +346,14 @@ def load_group(db: Database, uuid: str) -> GroupSnapshot | None:
     """The node group, its cluster's facts and its nodes; None when it is gone."""
     with db.core_read(snapshot=True) as s:
         ng = s.execute(_GROUP, {"uuid": uuid}).one_or_none()
-        if ng is None:
-            return None
-        cl = s.execute(_CLUSTER, {"uuid": ng.cluster_uuid}).one_or_none()
-        if cl is None:
+        if ng is None:  # the group, or its cluster, is gone
             return None
         nodes = s.execute(_GROUP_NODES, {"uuid": uuid})
         return GroupSnapshot(
             group=convert.nodegroup_from_row(ng),
-            cluster_name=cl.name,
-            cluster_attrs=dict(cl.attrs or {}),
-            cluster_deleting=cl.deleting,
+            cluster_name=ng.cluster_name,
+            cluster_attrs=dict(ng.cluster_attrs or {}),
+            cluster_deleting=ng.cluster_deleting,
             operation_started_at=ng.operation_started_at,
             nodes=[convert.node_from_row(n) for n in nodes],
         )
@@ -405,31 +423,31 @@ def _event(cluster_uuid: str, e: EventIn, now: datetime) -> dict[str, Any]:
     }
 
 
+_STATUS_COLUMNS = ("status", "status_reason", "conditions", "updated_at")
+
+
 @functools.cache
-def _status_stmts(table: Table) -> tuple[Any, Any]:
-    """(guarded status update, requeue update) of `table`, built once."""
+def _status_stmt(table: Table, observed: bool) -> Any:
+    """The one UPDATE that ends a pass (built once per table and variant): the status
+    columns only if the generation is still the one the pass saw (parameters named
+    after them), and the requeue time unless someone asked for an earlier pass
+    while this one ran. SET expressions read the row as it was before the UPDATE."""
     c = table.c
-    guarded = update(table).where(
-        c.uuid == bindparam("b_uuid"), c.generation == bindparam("b_generation")
-    )
+    same = c.generation == bindparam("b_generation")
+    cols = _STATUS_COLUMNS + (("observed_generation",) if observed else ())
+    values: dict[str, Any] = {
+        name: case((same, bindparam(name, type_=c[name].type)), else_=c[name]) for name in cols
+    }
     started = bindparam("b_started", type_=UTCDateTime())
     poked = c.next_reconcile_at > started
     # Desired state written while this pass ran (its generation moved): due, even
     # if that write's clock was behind this pass's start.
-    moved = c.generation != bindparam("b_generation")
-    nxt = bindparam("b_next", type_=UTCDateTime())
-    requeue = (
-        update(table)
-        .where(c.uuid == bindparam("b_uuid"))
-        .values(
-            next_reconcile_at=case(
-                (poked, c.next_reconcile_at),
-                (moved, func.coalesce(c.next_reconcile_at, started)),
-                else_=nxt,
-            )
-        )
+    values["next_reconcile_at"] = case(
+        (poked, c.next_reconcile_at),
+        (~same, func.coalesce(c.next_reconcile_at, started)),
+        else_=bindparam("b_next", type_=UTCDateTime()),
     )
-    return guarded, requeue
+    return update(table).where(c.uuid == bindparam("b_uuid")).values(values)
 
 
 def _write_status(
@@ -437,27 +455,19 @@ def _write_status(
 ) -> None:
     """Status fields only if the generation is still the one this pass saw; the
     requeue time unless someone asked for an earlier pass while this one ran."""
-    guarded, requeue = _status_stmts(table)
-    values: dict[str, Any] = {
+    params: dict[str, Any] = {
         "b_uuid": uuid,
         "b_generation": st.generation,
+        "b_started": started,
+        "b_next": st.next_reconcile_at,
         "status": st.status,
         "status_reason": st.status_reason,
         "conditions": convert.conditions_to_json(st.conditions),
         "updated_at": started,
     }
     if st.observed:
-        values["observed_generation"] = st.generation
-    s.execute(guarded, values)
-    s.execute(
-        requeue,
-        {
-            "b_uuid": uuid,
-            "b_started": started,
-            "b_next": st.next_reconcile_at,
-            "b_generation": st.generation,
-        },
-    )
+        params["observed_generation"] = st.generation
+    s.execute(_status_stmt(table, st.observed), params)
 
 
 def load_cluster(db: Database, uuid: str) -> ClusterSnapshot | None:
@@ -471,8 +481,9 @@ def load_cluster(db: Database, uuid: str) -> ClusterSnapshot | None:
         up: tuple[str, ...] = ()
         ready = 0
         if master_ids:
-            ready = int(s.scalar(_READY_IN_GROUPS, {"groups": master_ids}) or 0)
-            up = tuple(s.scalars(_ADDRESSES_IN_GROUPS, {"groups": master_ids}))
+            rows = s.execute(_READY_IN_GROUPS, {"groups": master_ids}).all()
+            ready = int(rows[0].ready) if rows else 0
+            up = tuple(r.address for r in rows if r.address is not None)
         total = sum(g.node_count for g in groups if g.role == m.ROLE_MASTER)
         return ClusterSnapshot(
             cluster=convert.cluster_from_row(cl),
