@@ -7,6 +7,7 @@ imports shoal's internals.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -68,9 +69,26 @@ class Process:
         assert self.popen is not None
         return self.popen.pid
 
+    def family(self) -> list[psutil.Process]:
+        """This process and its children (the sim's, when it runs in its own)."""
+        proc = psutil.Process(self.pid)
+        return [proc, *proc.children(recursive=True)]
+
     def cpu_seconds(self) -> float:
-        t = psutil.Process(self.pid).cpu_times()
-        return float(t.user + t.system)
+        total = 0.0
+        for p in self.family():
+            with contextlib.suppress(psutil.NoSuchProcess):
+                t = p.cpu_times()
+                total += t.user + t.system
+        return total
+
+    def peak_rss_mb(self) -> float:
+        """Peak RSS of this process plus its children's (a bound on their joint peak)."""
+        total = 0.0
+        for p in self.family():
+            with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+                total += peak_rss_mb(p.pid)
+        return total
 
     def stop(self) -> None:
         if self.popen is None or self.popen.poll() is not None:
@@ -124,7 +142,7 @@ class Deployment:
         return sum(p.cpu_seconds() for p in self.procs)
 
     def peak_rss_mb(self) -> float:
-        return max(peak_rss_mb(p.pid) for p in self.procs)
+        return max(p.peak_rss_mb() for p in self.procs)
 
     def client(self) -> httpx.Client:
         return httpx.Client(base_url=self.url + "/v1", headers=HEADERS, timeout=120)

@@ -146,6 +146,10 @@ def latency_hiding(
         # only a safety net (wake-ups and requeue times drive the conductor), so
         # it keeps its default.
         "SHOAL_CONDUCTOR_REQUEUE_SECONDS": str(max(0.01, 2.0 / scale)),
+        # The cloud runs apart from shoal, as a real one does: at x100 its own work
+        # (500 creates per real second) would otherwise share shoal's interpreter.
+        # Its CPU is still counted (the server's children are).
+        "SHOAL_SIM_OWN_PROCESS": "true",
     }
     n = n_groups * per_group + 3
     with Deployment(env_extra=env) as dep, dep.client() as c:
@@ -172,7 +176,7 @@ def latency_hiding(
         lower_bound_s=bound_sim,
         target="ratio <= 1.10",
         note=f"simulated seconds; R={rate:g}/s, burst {burst:g}, boot {boot:g}s +/-20%, "
-        f"x{scale:g}; polled: {polled * scale:.0f}",
+        f"x{scale:g}, sim in its own process; polled: {polled * scale:.0f}",
     )
     row.ok = row.ratio is not None and row.ratio <= 1.10
     return [row]

@@ -17,8 +17,9 @@ class Runtime:
     settings: Settings
     db: Any  # shoal.db.engine.Database
     driver: Any  # shoal.drivers.contract.Driver
-    sim: Any | None = None  # shoal.drivers.sim.world.SimWorld when driver == "sim"
+    sim: Any | None = None  # shoal.drivers.sim.world.SimWorld (or its proxy) when driver == "sim"
     conductor: Any | None = None  # shoal.conductor.loop.Conductor when running
+    sim_process: Any | None = None  # shoal.drivers.sim.process.SimProcess when it has one
 
     def start(self) -> None:
         if self.conductor is not None:
@@ -27,19 +28,27 @@ class Runtime:
     def close(self) -> None:
         if self.conductor is not None:
             self.conductor.stop()
-        if self.sim is not None:
+        if self.sim_process is not None:
+            self.sim_process.close()
+        elif self.sim is not None:
             self.sim.close()
         self.db.close()
 
 
-def build_driver(settings: Settings) -> tuple[Any, Any | None]:
-    """The configured driver and, for `sim`, its world (for the admin API)."""
+def build_driver(settings: Settings) -> tuple[Any, Any | None, Any | None]:
+    """The configured driver and, for `sim`, its world (for the admin API) and the
+    child process that hosts the world when it runs in one."""
     if settings.driver == "sim":
         from shoal.drivers.sim.driver import SimDriver
         from shoal.drivers.sim.world import SimWorld
 
+        if settings.sim.own_process:
+            from shoal.drivers.sim.process import SimProcess
+
+            proc = SimProcess(settings.sim_db_url, settings.sim)
+            return SimDriver(proc.world), proc.world, proc
         world = SimWorld.open(settings.sim_db_url, settings.sim)
-        return SimDriver(world), world
+        return SimDriver(world), world, None
     from shoal.settings import SettingsError
 
     raise SettingsError(f"SHOAL_DRIVER={settings.driver!r} is not a known driver; use: sim")
@@ -57,8 +66,8 @@ def build_runtime(settings: Settings, *, with_conductor: bool | None = None) -> 
         settings.data_dir.mkdir(parents=True, exist_ok=True)
     db = Database(settings.db_url)
     db.upgrade()
-    driver, sim = build_driver(settings)
-    runtime = Runtime(settings=settings, db=db, driver=driver, sim=sim)
+    driver, sim, sim_process = build_driver(settings)
+    runtime = Runtime(settings=settings, db=db, driver=driver, sim=sim, sim_process=sim_process)
     if settings.conductor if with_conductor is None else with_conductor:
         from shoal.conductor.loop import Conductor
 

@@ -53,6 +53,11 @@ class SimSettings:
         "where the sim keeps its world; default: sim.db in the data directory, or "
         "shoal's own database when that is PostgreSQL",
     )
+    own_process: bool = _opt(
+        False,
+        "run the sim cloud in a child process of its own, as a real cloud runs apart "
+        "from shoal (its calls then cross a local socket)",
+    )
 
 
 @dataclass(frozen=True)

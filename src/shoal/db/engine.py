@@ -13,6 +13,8 @@ front, so two writers queue on the busy timeout instead of failing with
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -86,6 +88,12 @@ class Database:
             self.write_engine = self.engine
         self._read = sessionmaker(self.engine, expire_on_commit=False)
         self._write = sessionmaker(self.write_engine, expire_on_commit=False)
+        # SQLite has one writer at a time: this process's writers queue on a lock
+        # instead of in SQLite's busy handler, which sleeps in steps of up to
+        # 100 ms however soon the writer before it commits.
+        self._write_lock: contextlib.AbstractContextManager[Any] = (
+            threading.RLock() if self.dialect == "sqlite" else contextlib.nullcontext()
+        )
 
     @property
     def is_sqlite(self) -> bool:
@@ -98,7 +106,7 @@ class Database:
 
     @contextmanager
     def write(self) -> Iterator[Session]:
-        with self._write() as session, session.begin():
+        with self._write_lock, self._write() as session, session.begin():
             yield session
 
     @contextmanager
@@ -113,7 +121,7 @@ class Database:
     @contextmanager
     def core_write(self) -> Iterator[Connection]:
         """A Core connection inside one transaction: commit on success, rollback on error."""
-        with self.write_engine.begin() as conn:
+        with self._write_lock, self.write_engine.begin() as conn:
             yield conn
 
     def upgrade(self) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 # Tag keys every machine carries, so that the conductor can find (and adopt or
 # sweep) machines by tag after a crash.
@@ -43,6 +43,9 @@ class TransientError(DriverError):
         super().__init__(reason)
         self.retry_after = retry_after
 
+    def __reduce__(self) -> Any:  # picklable across a process boundary
+        return (type(self), (self.reason, self.retry_after))
+
 
 class BlockedKind(enum.StrEnum):
     QUOTA = "quota"
@@ -61,6 +64,9 @@ class BlockedError(DriverError):
         super().__init__(reason)
         self.kind = kind
         self.az = az
+
+    def __reduce__(self) -> Any:
+        return (type(self), (self.reason, self.kind, self.az))
 
 
 class PermanentError(DriverError):

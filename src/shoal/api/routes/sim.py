@@ -7,7 +7,7 @@ same world sees the changes. With another driver in use they answer 409.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from fastapi import APIRouter, Path, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
@@ -68,8 +68,7 @@ def _world(request: Request) -> SimWorld:
     world = getattr(runtime, "sim", None)
     if world is None:
         raise Conflict("the sim driver is not in use")
-    assert isinstance(world, SimWorld)
-    return world
+    return cast(SimWorld, world)  # the world, or its proxy when it runs in its own process
 
 
 @router.get("/servers")
