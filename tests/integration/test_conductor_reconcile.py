@@ -223,6 +223,31 @@ def test_claims_take_the_longest_due_first_and_skip_leased_ones(lite: Env) -> No
     assert work.next_due_at(lite.db, now) == now - timedelta(seconds=3)
 
 
+def test_small_groups_of_a_cluster_are_claimed_and_passed_together(lite: Env) -> None:
+    """The small groups of a cluster due together make one batch (one claim, one
+    pass: one snapshot, one intent write, one outcome write); a big group is a
+    batch of its own, and other clusters' groups are not mixed in."""
+    big = {**WORKER, "name": "big", "node_count": work.BATCH_NODES + 1}
+    a = lite.create("a", [MASTER, WORKER, big])
+    b = lite.create("b", [MASTER])
+    ga = {g: lite.group(a, g).uuid for g in ("m", "w", "big")}
+    now = utcnow()
+    first = work.claim_due_groups(lite.db, "me", now, 15, 1)
+    assert first == [[ga["m"], ga["w"]]]
+    rest = work.claim_due_groups(lite.db, "me", now, 15, 10)
+    assert rest == [[ga["big"]], [lite.group(b, "m").uuid]]
+    with lite.db.write() as s:
+        keys = [leases.key(leases.NODEGROUP, u) for batch in first + rest for u in batch]
+        leases.release(s, "me", keys)
+    lite.conductor.run_once()
+    scaling = {e.nodegroup_id: e.time for e in lite.events(a) if e.reason == "ScalingUp"}
+    assert set(scaling) == set(ga.values())
+    assert scaling[ga["m"]] == scaling[ga["w"]]  # one pass, one clock reading
+    lite.step_until(lite.complete(a))
+    lite.step_until(lite.complete(b))
+    assert len(lite.servers(a)) == 1 + 2 + work.BATCH_NODES + 1
+
+
 def test_heartbeat_requeues_a_new_generation_left_without_a_due_time(lite: Env) -> None:
     """The safety net: desired state whose write set no requeue time is picked up
     by the next heartbeat, not lost."""

@@ -40,9 +40,18 @@ from shoal.settings import ConductorSettings
 
 log = logging.getLogger(__name__)
 
-_KINDS: tuple[tuple[str, Callable[[Context, str], None]], ...] = (
-    (leases.NODEGROUP, nodegroup.reconcile),
-    (leases.CLUSTER, cluster.reconcile),
+Batch = list[str]  # resources of one kind that one pass takes together
+
+
+def _clusters(ctx: Context, uuids: Batch) -> None:
+    for u in uuids:  # a cluster's batch is itself
+        cluster.reconcile(ctx, u)
+
+
+# A node group comes with the other due groups of its cluster (work.claim_due_groups).
+_KINDS: tuple[tuple[str, Callable[[Context, Batch], None]], ...] = (
+    (leases.NODEGROUP, nodegroup.reconcile_batch),
+    (leases.CLUSTER, _clusters),
 )
 
 
@@ -77,7 +86,7 @@ class Conductor:
         self._held_lock = threading.Lock()
         self._claiming: dict[str, int] = {k: 0 for k, _ in _KINDS}
         # Claimed in a batch, not started yet (also in `_held`: their leases are renewed).
-        self._queued: dict[str, deque[str]] = {k: deque() for k, _ in _KINDS}
+        self._queued: dict[str, deque[Batch]] = {k: deque() for k, _ in _KINDS}
         self._stop = threading.Event()
         # Idle workers sleep on `_cv`; `wake()` rouses one, which rouses the next
         # whenever it finds work (a chain, not a herd of empty claims). Only the
@@ -100,29 +109,30 @@ class Conductor:
     # -- one pass ------------------------------------------------------------
 
     def _work(
-        self, kind: str, fn: Callable[[Context, str], None], uuid_: str, *, defer: bool = False
+        self, kind: str, fn: Callable[[Context, Batch], None], batch: Batch, *, defer: bool = False
     ) -> None:
-        """One pass under the lease on the resource. The lease is released after it;
+        """One pass under the leases on a batch. The leases are released after it;
         `defer`: by this worker's next claim, in that claim's transaction (a worker
         claims again as soon as a pass ends: one transaction instead of two)."""
-        key = leases.key(kind, uuid_)
+        keys = [leases.key(kind, u) for u in batch]
+        what = keys[0] if len(keys) == 1 else f"{keys[0]} (+{len(keys) - 1} of its cluster)"
         with self._held_lock:
-            self._held.add(key)
+            self._held.update(keys)
         try:
-            fn(self.ctx, uuid_)
+            fn(self.ctx, batch)
         except leases.LeaseLost:  # paused past our lease: the new holder carries on
-            log.warning("%s: lease taken over by another conductor; write dropped", key)
+            log.warning("%s: lease taken over by another conductor; write dropped", what)
         except DriverError as exc:  # a reconciler should catch these; never lose the loop
-            log.warning("%s: driver error %s", key, exc.reason)
+            log.warning("%s: driver error %s", what, exc.reason)
         except Exception:
-            log.exception("%s: reconcile failed; will retry", key)
+            log.exception("%s: reconcile failed; will retry", what)
         finally:
             with self._held_lock:
-                self._held.discard(key)
+                self._held.difference_update(keys)
             if defer:
-                self._local.release = [*self._take_release(), key]
+                self._local.release = [*self._take_release(), *keys]
             else:
-                self._release([key])
+                self._release(keys)
 
     def _release(self, keys: list[str]) -> None:
         if not keys:
@@ -139,22 +149,20 @@ class Conductor:
         self._local.release = []
         return keys
 
-    def _claim(self, kind: str, limit: int, release: list[str] | None = None) -> list[str]:
+    def _claim(self, kind: str, limit: int, release: list[str] | None = None) -> list[Batch]:
+        db, now, ttl = self.ctx.db, self.ctx.now(), self.settings.lease_seconds
         try:
-            return work.claim_due(
-                self.ctx.db,
-                kind,
-                self.holder,
-                self.ctx.now(),
-                self.settings.lease_seconds,
-                limit,
-                release=release or (),
-            )
+            if kind == leases.NODEGROUP:
+                return work.claim_due_groups(
+                    db, self.holder, now, ttl, limit, release=release or ()
+                )
+            uuids = work.claim_due(db, kind, self.holder, now, ttl, limit, release=release or ())
+            return [[u] for u in uuids]
         except Exception:
             self._release(release or [])  # the claim rolled back with the release in it
             raise
 
-    def _claim_fair(self, kind: str) -> tuple[list[str], bool]:
+    def _claim_fair(self, kind: str) -> tuple[list[Batch], bool]:
         """One resource unless this process already holds its fair share of the due
         work among the live conductors; (claimed, capped). A resource left
         unclaimed for a lease period is taken regardless (a slow peer)."""
@@ -192,20 +200,20 @@ class Conductor:
             with self._held_lock:
                 self._claiming[kind] -= 1
 
-    def _claim_batch(self, kind: str, limit: int, release: list[str]) -> list[str]:
-        """Alone, claim for this worker and the idle ones in one query: keep one,
+    def _claim_batch(self, kind: str, limit: int, release: list[str]) -> list[Batch]:
+        """Alone, claim for this worker and the idle ones in one query: keep one batch,
         queue the rest for the workers that this wakes. No more than they can
         start at once: a resource claimed early would wait in the queue behind
         passes under way while others become due before it."""
-        uuids = self._claim(kind, limit, release)
-        if len(uuids) > 1:
+        batches = self._claim(kind, limit, release)
+        if len(batches) > 1:
             with self._held_lock:
-                for u in uuids[1:]:
-                    self._held.add(leases.key(kind, u))
-                    self._queued[kind].append(u)
-            for _ in uuids[1:]:
+                for b in batches[1:]:
+                    self._held.update(leases.key(kind, u) for u in b)
+                    self._queued[kind].append(b)
+            for _ in batches[1:]:
                 self.wake()
-        return uuids[:1]
+        return batches[:1]
 
     def heartbeat_period(self) -> float:
         """Leases are renewed (and the process reported alive) this often."""
@@ -215,10 +223,10 @@ class Conductor:
         """Reconcile everything due now, synchronously; the number of passes run."""
         done = 0
         for kind, fn in _KINDS:
-            uuids = self._claim(kind, 10_000)
+            batches = self._claim(kind, 10_000)
             with ThreadPoolExecutor(self.settings.workers, thread_name_prefix="pass") as ex:
-                list(ex.map(lambda u, k=kind, f=fn: self._work(k, f, u), uuids))
-            done += len(uuids)
+                list(ex.map(lambda b, k=kind, f=fn: self._work(k, f, b), batches))
+            done += len(batches)
         self.heartbeat()
         return done
 
@@ -269,7 +277,7 @@ class Conductor:
             t.join(timeout=30)
         self._threads.clear()
         with self._held_lock:
-            queued = [leases.key(k, u) for k, q in self._queued.items() for u in q]
+            queued = [leases.key(k, u) for k, q in self._queued.items() for b in q for u in b]
             for q in self._queued.values():
                 q.clear()
             self._held.difference_update(queued)
@@ -301,12 +309,12 @@ class Conductor:
                 found = capped = False
                 worked = getattr(self._local, "worked", True)
                 for kind, fn in _KINDS:
-                    uuids, full = self._claim_fair(kind)
+                    batches, full = self._claim_fair(kind)
                     capped = capped or full
-                    for u in uuids:
+                    for b in batches:
                         found = True
                         self.wake()  # more may be due: let another worker look
-                        self._work(kind, fn, u, defer=True)
+                        self._work(kind, fn, b, defer=True)
                 self._local.worked = found
                 if found:
                     continue

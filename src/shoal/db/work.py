@@ -46,6 +46,10 @@ from shoal.db.types import UTCDateTime, utcnow
 from shoal.domain import model as m
 
 CHUNK = 500
+# Small node groups (at most BATCH_NODES nodes) of one cluster that are due together
+# are claimed and passed together, at most BATCH_MAX of them (claim_due_groups).
+BATCH_NODES = 32
+BATCH_MAX = 16
 
 # The tables as Core objects: the conductor's reads and writes select columns and
 # write by key, without the ORM's identity map and unit of work.
@@ -63,11 +67,13 @@ _GROUP = (
         _CL.c.deleting.label("cluster_deleting"),
     )
     .join(_CL, _CL.c.uuid == _NG.c.cluster_uuid)
-    .where(_NG.c.uuid == bindparam("uuid"))
+    .where(_NG.c.uuid.in_(bindparam("uuids", expanding=True)))
 )
 _CLUSTER = select(*_CL.c).where(_CL.c.uuid == bindparam("uuid"))
 _GROUP_NODES = (
-    select(*_NODE.c).where(_NODE.c.nodegroup_uuid == bindparam("uuid")).order_by(_NODE.c.id)
+    select(*_NODE.c)
+    .where(_NODE.c.nodegroup_uuid.in_(bindparam("uuids", expanding=True)))
+    .order_by(_NODE.c.id)
 )
 _CLUSTER_GROUPS = (
     select(
@@ -200,20 +206,40 @@ def _row(kind: str) -> Any:
 
 
 @functools.cache
-def _claim_query(kind: str, *, lock: bool = False) -> Select[str]:
-    """The due, unleased resources of `kind`, oldest due first; `now` and `limit` are
-    parameters. Built once per variant: claims run several times per pass, and
-    building and hashing this statement cost more than SQLite running it."""
+def _claim_query(kind: str, *, lock: bool = False) -> Select[Any]:
+    """The due, unleased resources of `kind`, oldest due first (node groups with
+    their cluster and desired size); `now` and `limit` are parameters. Built once
+    per variant: claims run several times per pass, and building and hashing
+    this statement cost more than SQLite running it."""
     row = _row(kind)
     now = bindparam("now", type_=UTCDateTime())
+    cols = (row.uuid, row.cluster_uuid, row.node_count) if kind == leases.NODEGROUP else (row.uuid,)
     q = (
-        select(row.uuid)
+        select(*cols)
         .outerjoin(LeaseRow, _lease_join(kind, row))
         .where(_due(row, now), _free(now))
         .order_by(row.next_reconcile_at, row.id)
         .limit(bindparam("limit", type_=Integer()))
     )
     return q.with_for_update(skip_locked=True, of=row) if lock else q
+
+
+@functools.cache
+def _siblings_query(*, lock: bool = False) -> Select[str, str]:
+    """The due, unleased small node groups of some clusters (`clusters`, `now`)."""
+    now = bindparam("now", type_=UTCDateTime())
+    q = (
+        select(NodeGroupRow.uuid, NodeGroupRow.cluster_uuid)
+        .outerjoin(LeaseRow, _lease_join(leases.NODEGROUP, NodeGroupRow))
+        .where(
+            _due(NodeGroupRow, now),
+            _free(now),
+            NodeGroupRow.cluster_uuid.in_(bindparam("clusters", expanding=True)),
+            NodeGroupRow.node_count <= BATCH_NODES,
+        )
+        .order_by(NodeGroupRow.next_reconcile_at, NodeGroupRow.id)
+    )
+    return q.with_for_update(skip_locked=True, of=NodeGroupRow) if lock else q
 
 
 @functools.cache
@@ -291,6 +317,52 @@ def claim_due(
         return [u for u in uuids if leases.claim(s, leases.key(kind, u), holder, now, ttl)]
 
 
+def claim_due_groups(
+    db: Database,
+    holder: str,
+    now: datetime,
+    ttl: float,
+    limit: int,
+    *,
+    release: Collection[str] = (),
+) -> list[list[str]]:
+    """Like `claim_due` for node groups, but a small group (at most BATCH_NODES nodes)
+    comes with the other due, unleased small groups of its cluster (a batch, up
+    to BATCH_MAX): one pass then reconciles them together, sharing its reads and
+    writes, as when a small cluster is created and all its groups are due at
+    once. Each group keeps its own lease, status and requeue time. A big group
+    is a batch of its own: its creates keep a worker of their own, and its
+    intent rows do not wait for other groups'."""
+    if not release:
+        with db.core_read() as s:
+            if s.scalar(_claim_query(leases.NODEGROUP), {"now": now, "limit": 1}) is None:
+                return []
+    lock = not db.is_sqlite
+    with db.core_write() as s:
+        leases.release(s, holder, release)
+        first = s.execute(
+            _claim_query(leases.NODEGROUP, lock=lock), {"now": now, "limit": limit}
+        ).all()
+        if not first:
+            return []
+        batches: dict[str, list[str]] = {}  # by cluster (small groups) or group (big)
+        for r in first:
+            batches.setdefault(r.cluster_uuid if r.node_count <= BATCH_NODES else r.uuid, [])
+        small = [c for c in batches if c not in {r.uuid for r in first}]
+        more = (
+            s.execute(_siblings_query(lock=lock), {"now": now, "clusters": small}).all()
+            if small
+            else []
+        )
+        for r in [*first, *more]:
+            batch = batches.get(r.uuid, batches.get(r.cluster_uuid))
+            if batch is None or r.uuid in batch or len(batch) >= BATCH_MAX:
+                continue
+            if leases.claim(s, leases.key(leases.NODEGROUP, r.uuid), holder, now, ttl):
+                batch.append(r.uuid)
+        return [b for b in batches.values() if b]
+
+
 @dataclass(frozen=True)
 class Load:
     """What a conductor needs to take only its fair share of due work."""
@@ -344,19 +416,30 @@ def next_due_at(db: Database, now: datetime | None = None) -> datetime | None:
 
 def load_group(db: Database, uuid: str) -> GroupSnapshot | None:
     """The node group, its cluster's facts and its nodes; None when it is gone."""
+    return load_groups(db, [uuid]).get(uuid)
+
+
+def load_groups(db: Database, uuids: Collection[str]) -> dict[str, GroupSnapshot]:
+    """`load_group` of several groups in one snapshot (two statements); the groups
+    that are gone, or whose cluster is, are left out."""
     with db.core_read(snapshot=True) as s:
-        ng = s.execute(_GROUP, {"uuid": uuid}).one_or_none()
-        if ng is None:  # the group, or its cluster, is gone
-            return None
-        nodes = s.execute(_GROUP_NODES, {"uuid": uuid})
-        return GroupSnapshot(
-            group=convert.nodegroup_from_row(ng),
-            cluster_name=ng.cluster_name,
-            cluster_attrs=dict(ng.cluster_attrs or {}),
-            cluster_deleting=ng.cluster_deleting,
-            operation_started_at=ng.operation_started_at,
-            nodes=[convert.node_from_row(n) for n in nodes],
-        )
+        groups = s.execute(_GROUP, {"uuids": list(uuids)}).all()
+        if not groups:
+            return {}
+        nodes: dict[str, list[m.Node]] = {g.uuid: [] for g in groups}
+        for n in s.execute(_GROUP_NODES, {"uuids": list(nodes)}):
+            nodes[n.nodegroup_uuid].append(convert.node_from_row(n))
+        return {
+            ng.uuid: GroupSnapshot(
+                group=convert.nodegroup_from_row(ng),
+                cluster_name=ng.cluster_name,
+                cluster_attrs=dict(ng.cluster_attrs or {}),
+                cluster_deleting=ng.cluster_deleting,
+                operation_started_at=ng.operation_started_at,
+                nodes=nodes[ng.uuid],
+            )
+            for ng in groups
+        }
 
 
 def apply_group(
@@ -365,28 +448,44 @@ def apply_group(
     """Write a node group pass: node rows, events, status (generation-guarded), pokes,
     fenced by `holder`'s lease (LeaseLost when another conductor took the group over).
     Returns the ids of the node rows it inserted, by uuid."""
-    g = snap.group
+    return apply_groups(db, [(snap, w)], now, holder=holder)
+
+
+def apply_groups(
+    db: Database, writes: list[tuple[GroupSnapshot, GroupWrite]], now: datetime, *, holder: str
+) -> dict[str, int]:
+    """`apply_group` of several groups (one pass over them) in one transaction."""
     ids: dict[str, int] = {}
     with db.core_write() as s:
-        _lock_in_order(s, g.cluster_id, g.uuid)
-        leases.fence(s, leases.key(leases.NODEGROUP, g.uuid), holder)
-        if w.inserts:
-            ids.update((u, i) for u, i in s.execute(_INSERT_NODES, w.inserts))
-        for batch in _by_columns(w.updates):
-            s.execute(_UPDATE_NODE, batch)
-        for i in range(0, len(w.delete_ids), CHUNK):
-            s.execute(delete(NodeRow).where(NodeRow.id.in_(w.delete_ids[i : i + CHUNK])))
-        if w.events:
-            s.execute(_INSERT_EVENTS, [_event(g.cluster_id, e, now) for e in w.events])
-        if w.delete_group:
-            s.execute(delete(NodeRow).where(NodeRow.nodegroup_uuid == g.uuid))
-            s.execute(delete(NodeGroupRow).where(NodeGroupRow.uuid == g.uuid))
-        elif w.status is not None:
-            _write_status(s, _NG, g.uuid, w.status, now)
-        if w.poke_cluster or w.delete_group:
-            # The wall time of this write (not the pass start) so that a cluster
-            # pass that started earlier sees the poke as newer than itself.
-            s.execute(_UPDATE_CLUSTER, {"b_uuid": g.cluster_id, "next_reconcile_at": utcnow()})
+        for snap, w in writes:
+            ids.update(_apply_group(s, snap, w, now, holder))
+    return ids
+
+
+def _apply_group(
+    s: Connection, snap: GroupSnapshot, w: GroupWrite, now: datetime, holder: str
+) -> dict[str, int]:
+    g = snap.group
+    ids: dict[str, int] = {}
+    _lock_in_order(s, g.cluster_id, g.uuid)
+    leases.fence(s, leases.key(leases.NODEGROUP, g.uuid), holder)
+    if w.inserts:
+        ids.update((u, i) for u, i in s.execute(_INSERT_NODES, w.inserts))
+    for batch in _by_columns(w.updates):
+        s.execute(_UPDATE_NODE, batch)
+    for i in range(0, len(w.delete_ids), CHUNK):
+        s.execute(delete(NodeRow).where(NodeRow.id.in_(w.delete_ids[i : i + CHUNK])))
+    if w.events:
+        s.execute(_INSERT_EVENTS, [_event(g.cluster_id, e, now) for e in w.events])
+    if w.delete_group:
+        s.execute(delete(NodeRow).where(NodeRow.nodegroup_uuid == g.uuid))
+        s.execute(delete(NodeGroupRow).where(NodeGroupRow.uuid == g.uuid))
+    elif w.status is not None:
+        _write_status(s, _NG, g.uuid, w.status, now)
+    if w.poke_cluster or w.delete_group:
+        # The wall time of this write (not the pass start) so that a cluster
+        # pass that started earlier sees the poke as newer than itself.
+        s.execute(_UPDATE_CLUSTER, {"b_uuid": g.cluster_id, "next_reconcile_at": utcnow()})
     return ids
 
 

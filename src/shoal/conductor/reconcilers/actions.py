@@ -70,9 +70,10 @@ def _ensure(
 
 
 def ensure_all(
-    ctx: Context, specs: list[MachineSpec], zones: Sequence[str], budget: float
+    ctx: Context, items: Sequence[tuple[MachineSpec, Sequence[str]]], budget: float
 ) -> list[EnsureResult]:
-    """Create (or find) the machines of `specs` in order; stop early on a quota block,
+    """Create (or find) the machines of `items` (each spec with the zones its group
+    may fall back to) in order; stop early on a quota block,
     or, while the provider paces creates, start none after `budget` seconds (the
     rest are left for the next pass, so that a worker waiting on the provider's
     pace does not keep other groups, the masters first, from being looked at)."""
@@ -84,9 +85,9 @@ def ensure_all(
         paced = ctx.create_throttle.rate is not None
         return paced and time.monotonic() - start >= budget
 
-    for i in range(0, len(specs), wave):
+    for i in range(0, len(items), wave):
         futures: list[Future[EnsureResult | None]] = [
-            ctx.pool.submit(_ensure, ctx, spec, zones, over) for spec in specs[i : i + wave]
+            ctx.pool.submit(_ensure, ctx, spec, zones, over) for spec, zones in items[i : i + wave]
         ]
         results = [r for f in futures if (r := f.result()) is not None]
         out.extend(results)

@@ -43,8 +43,9 @@ def _camel(status: str) -> str:
     return "".join(w.capitalize() for w in status.split("_"))
 
 
-def finish(ctx: Context, p: Pass, permanent: str | None = None) -> None:
-    """Decide the outcome of the pass and write it with the pass's node changes."""
+def conclude(ctx: Context, p: Pass, permanent: str | None = None) -> None:
+    """Decide the outcome of the pass: its status, events and requeue time join the
+    pass's write (`p.w`), which the caller commits."""
     g, now = p.snap.group, p.now
     nodes = list(p.nodes.values())
     live = [n for n in nodes if n.state is not NodeState.DELETING]
@@ -118,7 +119,6 @@ def finish(ctx: Context, p: Pass, permanent: str | None = None) -> None:
         or _is_blocked(reason) != _is_blocked(g.status_reason)
         or (p.progress and g.spec.role == ROLE_MASTER)
     )
-    work.apply_group(ctx.db, p.snap, p.w, now, holder=ctx.holder)
 
 
 def _clock_start(started: datetime, conds: tuple[Condition, ...]) -> datetime:

@@ -19,7 +19,7 @@ from shoal.conductor.reconcilers import actions, ngdelete, ngstatus
 from shoal.db import work
 from shoal.domain import deletion, naming, placement
 from shoal.domain import status as st
-from shoal.domain.model import Node, NodeState
+from shoal.domain.model import ROLE_MASTER, Node, NodeState
 from shoal.drivers.contract import (
     TAG_NODE,
     TAG_NODEGROUP,
@@ -86,46 +86,64 @@ class Pass:
 
 def reconcile(ctx: Context, ng_uuid: str) -> None:
     """One pass over node group `ng_uuid` (the caller holds its lease)."""
+    reconcile_batch(ctx, [ng_uuid])
+
+
+def reconcile_batch(ctx: Context, uuids: list[str]) -> None:
+    """One pass over some node groups of one cluster (the caller holds their leases):
+    each group is reconciled on its own, but their snapshots are read together,
+    their intents committed in one transaction before any call, their creates
+    and deletes run as one set of waves, and their outcomes written together."""
     now = ctx.now()
-    try:
-        listed = ctx.call(lambda: ctx.driver.list_machines({TAG_NODEGROUP: ng_uuid}))
-    except TransientError as exc:
-        snap = work.load_group(ctx.db, ng_uuid)
-        if snap is not None:
-            ngstatus.write_transient(ctx, snap, now, exc)
-        return
-    # The snapshot is read after the listing: every machine listed had its node
+    listed: dict[str, list[Machine] | TransientError] = {}
+    for u in uuids:
+        try:
+            listed[u] = ctx.call(lambda u=u: ctx.driver.list_machines({TAG_NODEGROUP: u}))  # type: ignore[misc]
+        except TransientError as exc:
+            listed[u] = exc
+    # The snapshots are read after the listings: every machine listed had its node
     # row committed before it was created (intent before action).
-    snap = work.load_group(ctx.db, ng_uuid)
-    if snap is None:
-        return
-    p = Pass(
-        snap,
-        now,
-        {m.tags.get(TAG_NODE, m.machine_id): m for m in listed},
-        {n.uuid: n for n in snap.nodes},
-    )
-    g = snap.group
-    if g.deleting or snap.cluster_deleting:
-        ngdelete.run(ctx, p)
-        return
-    if st.is_failed(g.status) and g.observed_generation >= g.generation:
-        ngstatus.write_resting(ctx, p)  # FAILED waits for a retry (new generation)
-        return
-    problems = _validate(ctx, p)
-    if problems:
-        ngstatus.finish(ctx, p, permanent="; ".join(problems))
-        return
-    observe(p)
-    remove_marked(p)
-    scale(ctx, p)
-    p.flush_updates()
-    ids = work.apply_group(ctx.db, snap, p.w, now, holder=ctx.holder)  # intent before action
-    for uid, row_id in ids.items():  # the new rows' ids, for the changes the calls bring
-        p.nodes[uid] = replace(p.nodes[uid], id=row_id)
-    p.w = work.GroupWrite()
-    act(ctx, p)
-    ngstatus.finish(ctx, p)
+    snaps = work.load_groups(ctx.db, uuids)
+    acting: list[Pass] = []
+    done: list[Pass] = []
+    for u in uuids:
+        snap, got = snaps.get(u), listed[u]
+        if snap is None:
+            continue
+        if isinstance(got, TransientError):
+            ngstatus.write_transient(ctx, snap, now, got)
+            continue
+        p = Pass(
+            snap,
+            now,
+            {m.tags.get(TAG_NODE, m.machine_id): m for m in got},
+            {n.uuid: n for n in snap.nodes},
+        )
+        g = snap.group
+        if g.deleting or snap.cluster_deleting:
+            ngdelete.run(ctx, p)
+        elif st.is_failed(g.status) and g.observed_generation >= g.generation:
+            ngstatus.write_resting(ctx, p)  # FAILED waits for a retry (new generation)
+        elif problems := _validate(ctx, p):
+            ngstatus.conclude(ctx, p, permanent="; ".join(problems))
+            done.append(p)
+        else:
+            observe(p)
+            remove_marked(p)
+            scale(ctx, p)
+            p.flush_updates()
+            acting.append(p)
+    intents = [(p.snap, p.w) for p in acting if not p.w.empty()]
+    if intents:  # intent before action
+        ids = work.apply_groups(ctx.db, intents, now, holder=ctx.holder)
+        for p in acting:  # the new rows' ids, for the changes the calls bring
+            for uid in p.nodes.keys() & ids.keys():
+                p.nodes[uid] = replace(p.nodes[uid], id=ids[uid])
+            p.w = work.GroupWrite()
+    act(ctx, acting)
+    for p in acting:
+        ngstatus.conclude(ctx, p)
+    work.apply_groups(ctx.db, [(p.snap, p.w) for p in done + acting], now, holder=ctx.holder)
 
 
 def _spec_for(p: Pass, node: Node) -> MachineSpec:
@@ -303,10 +321,13 @@ def _new_names(ctx: Context, p: Pass, count: int) -> list[str]:
     return out
 
 
-def act(ctx: Context, p: Pass) -> None:
-    """Call the provider: deletes, then creates; fold the answers into the view."""
-    if p.to_delete:
-        for mid, err in actions.delete_all(ctx, p.to_delete).items():
+def act(ctx: Context, passes: list[Pass]) -> None:
+    """Call the provider for the passes of a batch: deletes, then creates (one set of
+    waves for all the groups); fold the answers into each pass's view."""
+    deletes = {mid: p for p in passes for mid in p.to_delete}
+    if deletes:
+        for mid, err in actions.delete_all(ctx, list(deletes)).items():
+            p = deletes[mid]
             p.errors.append(err)
             p.event(
                 "DeleteRetry",
@@ -314,19 +335,34 @@ def act(ctx: Context, p: Pass) -> None:
                 warning=True,
                 node=mid,
             )
-    if not p.to_ensure:
+    owner: dict[str, Pass] = {}
+    # Masters first (their own waves): the control plane boots before the workers queue.
+    tiers: tuple[list[tuple[MachineSpec, list[str]]], ...] = ([], [])
+    for p in passes:
+        pending = [p.nodes[u] for u in p.to_ensure if u in p.nodes]
+        if any(n.id == 0 for n in pending):  # rows inserted by another pass: learn their ids
+            known = work.node_ids(ctx.db, [n.uuid for n in pending if n.id == 0])
+            for n in pending:
+                if n.id == 0 and n.uuid in known:
+                    p.nodes[n.uuid] = replace(n, id=known[n.uuid].id)
+        zones = list(p.snap.group.spec.availability_zones)
+        tier = tiers[0 if p.snap.group.spec.role == ROLE_MASTER else 1]
+        for n in pending:
+            owner[n.uuid] = p
+            tier.append((_spec_for(p, p.nodes[n.uuid]), zones))
+    if not owner:
         return
-    ids = {n.uuid: n for n in p.nodes.values() if n.id}
-    pending = [p.nodes[u] for u in p.to_ensure if u in p.nodes]
-    if any(n.id == 0 for n in pending):
-        ids.update(work.node_ids(ctx.db, [n.uuid for n in pending if n.id == 0]))
-    specs = [_spec_for(p, n) for n in pending]
-    zones = p.snap.group.spec.availability_zones
-    results = actions.ensure_all(ctx, specs, zones, CREATE_PASS_BUDGET_S)
-    errors_before = len(p.errors)
+    errors_before = {id(p): len(p.errors) for p in passes}
+    asked = {id(p): 0 for p in passes}
+    answered = dict(asked)
+    for uid in owner:
+        asked[id(owner[uid])] += 1
+    results = [r for t in tiers if t for r in actions.ensure_all(ctx, t, CREATE_PASS_BUDGET_S)]
     for r in results:
-        node = ids.get(r.spec.machine_id)
-        if node is None:
+        p = owner[r.spec.machine_id]
+        answered[id(p)] += 1
+        node = p.nodes.get(r.spec.machine_id)
+        if node is None or node.id == 0:
             continue
         for frm, to, why in r.moves:
             p.event(
@@ -345,6 +381,7 @@ def act(ctx: Context, p: Pass) -> None:
             p.errors.append(r.error)
             if node.reason != r.error.reason:
                 p.set(node, reason=r.error.reason)
-    # Stopped by the time budget, not by an error: the rest go in the next pass.
-    p.deferred = len(results) < len(specs) and len(p.errors) == errors_before
-    p.flush_updates()
+    for p in passes:
+        # Stopped by the time budget, not by an error: the rest go in the next pass.
+        p.deferred = answered[id(p)] < asked[id(p)] and len(p.errors) == errors_before[id(p)]
+        p.flush_updates()
