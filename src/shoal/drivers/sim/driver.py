@@ -1,6 +1,6 @@
 """SimDriver: the driver contract over a SimWorld, the reference every driver follows.
 
-Each method pays one simulated API latency, then makes one world call. Database
+Each method is one world `api` call: one simulated API latency, then the action. Database
 trouble (a locked SQLite file, a dropped PostgreSQL connection) is mapped to
 TransientError here, at the driver's edge, as a real driver maps its SDK's errors.
 """
@@ -19,6 +19,7 @@ from shoal.drivers.contract import (
     TransientError,
 )
 from shoal.drivers.sim import catalog
+from shoal.drivers.sim.servers import SimServer
 from shoal.drivers.sim.world import SimWorld
 
 T = TypeVar("T")
@@ -60,28 +61,25 @@ class SimDriver:
     def ensure_machine(self, spec: MachineSpec) -> Machine:
         """Idempotent on machine_id. Transient (429, 5xx), Blocked (quota, no valid
         host), Permanent (unknown flavor, image or zone)."""
-        self.world.pause("create", spec.machine_id)
-        return _edge(lambda: self.world.create(spec)).as_machine()
+        server: SimServer = _edge(lambda: self.world.api("create", spec.machine_id, spec))
+        return server.as_machine()
 
     def delete_machine(self, machine_id: str) -> None:
         """Idempotent; unknown id = done. TransientError only."""
-        self.world.pause("delete", machine_id)
-        _edge(lambda: self.world.delete(machine_id))
+        _edge(lambda: self.world.api("delete", machine_id, machine_id))
 
     def list_machines(self, tags: Mapping[str, str]) -> list[Machine]:
         """Every machine whose tags include `tags` (one query). TransientError only."""
-        self.world.pause("list", "")
-        return [s.as_machine() for s in _edge(lambda: self.world.find(tags))]
+        servers: list[SimServer] = _edge(lambda: self.world.api("list", "", tags))
+        return [s.as_machine() for s in servers]
 
     def reboot_machine(self, machine_id: str) -> None:
         """Idempotent (a reboot under way is not restarted). Transient or Permanent."""
-        self.world.pause("reboot", machine_id)
-        _edge(lambda: self.world.reboot(machine_id))
+        _edge(lambda: self.world.api("reboot", machine_id, machine_id))
 
     def rebuild_machine(self, machine_id: str, image_id: str) -> None:
         """Idempotent for the same image while it rebuilds. Transient or Permanent."""
-        self.world.pause("rebuild", machine_id)
-        _edge(lambda: self.world.rebuild(machine_id, image_id))
+        _edge(lambda: self.world.api("rebuild", machine_id, machine_id, image_id))
 
 
 def _edge(call: Callable[[], T]) -> T:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, delete, insert, or_, select, update
@@ -167,6 +167,20 @@ class SimWorld(AdminOps):
             rows = conn.execute(q).all()
         views = (view(r, now) for r in rows)
         return [s for s in views if s is not None and (state is None or s.state == state)]
+
+    def api(self, op: str, key: str, *args: Any) -> Any:
+        """One API call as a client makes it: its latency (`pause`), then `op`
+        ("create", "delete", "list", "reboot" or "rebuild") with `args`. A world in a
+        process of its own answers it in one round trip, not two."""
+        calls: dict[str, Callable[..., Any]] = {
+            "create": self.create,
+            "delete": self.delete,
+            "list": self.find,
+            "reboot": self.reboot,
+            "rebuild": self.rebuild,
+        }
+        self.pause(op, key)
+        return calls[op](*args)
 
     def pause(self, op: str, key: str) -> None:
         """Sleep one API call's latency: jittered api_latency_ms, divided by time_scale."""
