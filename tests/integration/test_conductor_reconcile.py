@@ -18,6 +18,7 @@ import pytest
 from sqlalchemy import func, select, update
 
 from shoal.conductor.loop import Conductor
+from shoal.conductor.reconcilers import nodegroup
 from shoal.db import leases, work
 from shoal.db.engine import Database
 from shoal.db.repo.paging import Page
@@ -246,6 +247,28 @@ def test_small_groups_of_a_cluster_are_claimed_and_passed_together(lite: Env) ->
     lite.step_until(lite.complete(a))
     lite.step_until(lite.complete(b))
     assert len(lite.servers(a)) == 1 + 2 + work.BATCH_NODES + 1
+
+
+def test_new_node_names_are_unique_in_the_cluster(lite: Env) -> None:
+    """New names are drawn against the group's own, then checked against the whole
+    cluster in one query for a batch: one taken by another group's node, or drawn
+    twice in the batch, is drawn again."""
+    cid = lite.create("names", [MASTER, WORKER])
+    lite.step_until(lite.complete(cid))
+    existing = {n.name for n in lite.nodes(cid)}
+    taken = next(n.name for n in lite.nodes(cid, "m"))
+    snap = work.load_group(lite.db, lite.group(cid, "w").uuid)
+    assert snap is not None
+    p = nodegroup.Pass(snap, utcnow(), {}, {n.uuid: n for n in snap.nodes})
+    for name in (taken, "twice", "twice", "fresh"):
+        uid = f"uuid-{len(p.w.inserts)}"
+        p.w.inserts.append({"uuid": uid, "name": name})
+        p.nodes[uid] = m.Node(0, uid, name, cid, snap.group.uuid, "p1", m.NodeState.PENDING)
+    nodegroup.settle_names(lite.conductor.ctx, [p])
+    names = [row["name"] for row in p.w.inserts]
+    assert len(set(names)) == 4 and not set(names) & existing
+    assert names[3] == "fresh" and "twice" in names
+    assert [p.nodes[row["uuid"]].name for row in p.w.inserts] == names
 
 
 def test_heartbeat_requeues_a_new_generation_left_without_a_due_time(lite: Env) -> None:

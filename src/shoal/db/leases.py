@@ -125,14 +125,23 @@ def report_alive(session: Executor, host: str, now: datetime) -> None:
     session.execute(stmt)
 
 
-_HOLDER = select(LeaseRow.holder).where(LeaseRow.resource == bindparam("resource"))
-_HOLDER_LOCKED = _HOLDER.with_for_update()
+_HOLDERS = select(LeaseRow.resource, LeaseRow.holder).where(
+    LeaseRow.resource.in_(bindparam("resources", expanding=True))
+)
+_HOLDERS_LOCKED = _HOLDERS.with_for_update()
 
 
 def fence(s: Connection, resource: str, holder: str) -> None:
     """Raise LeaseLost unless `holder` still holds `resource`. Called inside the write
     it guards: on PostgreSQL the lease row stays locked until that write commits, so
     a takeover waits for it and then sees its result (a fenced write)."""
-    stmt = _HOLDER if s.dialect.name == "sqlite" else _HOLDER_LOCKED
-    if s.scalar(stmt, {"resource": resource}) != holder:
-        raise LeaseLost(resource)
+    fence_all(s, [resource], holder)
+
+
+def fence_all(s: Connection, resources: Collection[str], holder: str) -> None:
+    """`fence` of several resources in one statement."""
+    stmt = _HOLDERS if s.dialect.name == "sqlite" else _HOLDERS_LOCKED
+    held = {r.resource: r.holder for r in s.execute(stmt, {"resources": list(resources)})}
+    for r in resources:
+        if held.get(r) != holder:
+            raise LeaseLost(r)

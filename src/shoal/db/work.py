@@ -454,38 +454,45 @@ def apply_group(
 def apply_groups(
     db: Database, writes: list[tuple[GroupSnapshot, GroupWrite]], now: datetime, *, holder: str
 ) -> dict[str, int]:
-    """`apply_group` of several groups (one pass over them) in one transaction."""
+    """`apply_group` of several groups (one pass over them) in one transaction, each
+    kind of statement once for all of them."""
     ids: dict[str, int] = {}
+    if not writes:
+        return ids
     with db.core_write() as s:
+        for snap, _ in writes:
+            _lock_in_order(s, snap.group.cluster_id, snap.group.uuid)
+        keys = [leases.key(leases.NODEGROUP, sn.group.uuid) for sn, _ in writes]
+        leases.fence_all(s, keys, holder)
+        inserts = [row for _, w in writes for row in w.inserts]
+        if inserts:
+            ids.update((u, i) for u, i in s.execute(_INSERT_NODES, inserts))
+        for batch in _by_columns([u for _, w in writes for u in w.updates]):
+            s.execute(_UPDATE_NODE, batch)
+        gone = [i for _, w in writes for i in w.delete_ids]
+        for i in range(0, len(gone), CHUNK):
+            s.execute(delete(NodeRow).where(NodeRow.id.in_(gone[i : i + CHUNK])))
+        events = [_event(sn.group.cluster_id, e, now) for sn, w in writes for e in w.events]
+        if events:
+            s.execute(_INSERT_EVENTS, events)
+        statuses: dict[bool, list[dict[str, Any]]] = {}
         for snap, w in writes:
-            ids.update(_apply_group(s, snap, w, now, holder))
-    return ids
-
-
-def _apply_group(
-    s: Connection, snap: GroupSnapshot, w: GroupWrite, now: datetime, holder: str
-) -> dict[str, int]:
-    g = snap.group
-    ids: dict[str, int] = {}
-    _lock_in_order(s, g.cluster_id, g.uuid)
-    leases.fence(s, leases.key(leases.NODEGROUP, g.uuid), holder)
-    if w.inserts:
-        ids.update((u, i) for u, i in s.execute(_INSERT_NODES, w.inserts))
-    for batch in _by_columns(w.updates):
-        s.execute(_UPDATE_NODE, batch)
-    for i in range(0, len(w.delete_ids), CHUNK):
-        s.execute(delete(NodeRow).where(NodeRow.id.in_(w.delete_ids[i : i + CHUNK])))
-    if w.events:
-        s.execute(_INSERT_EVENTS, [_event(g.cluster_id, e, now) for e in w.events])
-    if w.delete_group:
-        s.execute(delete(NodeRow).where(NodeRow.nodegroup_uuid == g.uuid))
-        s.execute(delete(NodeGroupRow).where(NodeGroupRow.uuid == g.uuid))
-    elif w.status is not None:
-        _write_status(s, _NG, g.uuid, w.status, now)
-    if w.poke_cluster or w.delete_group:
-        # The wall time of this write (not the pass start) so that a cluster
-        # pass that started earlier sees the poke as newer than itself.
-        s.execute(_UPDATE_CLUSTER, {"b_uuid": g.cluster_id, "next_reconcile_at": utcnow()})
+            g = snap.group
+            if w.delete_group:
+                s.execute(delete(NodeRow).where(NodeRow.nodegroup_uuid == g.uuid))
+                s.execute(delete(NodeGroupRow).where(NodeGroupRow.uuid == g.uuid))
+            elif w.status is not None:
+                statuses.setdefault(w.status.observed, []).append(
+                    _status_params(g.uuid, w.status, now)
+                )
+        for observed, params in statuses.items():
+            s.execute(_status_stmt(_NG, observed), params)
+        # The wall time of this write (not the pass start) so that a cluster pass
+        # that started earlier sees the poke as newer than itself.
+        for cluster in dict.fromkeys(
+            sn.group.cluster_id for sn, w in writes if w.poke_cluster or w.delete_group
+        ):
+            s.execute(_UPDATE_CLUSTER, {"b_uuid": cluster, "next_reconcile_at": utcnow()})
     return ids
 
 
@@ -554,6 +561,10 @@ def _write_status(
 ) -> None:
     """Status fields only if the generation is still the one this pass saw; the
     requeue time unless someone asked for an earlier pass while this one ran."""
+    s.execute(_status_stmt(table, st.observed), _status_params(uuid, st, started))
+
+
+def _status_params(uuid: str, st: StatusWrite, started: datetime) -> dict[str, Any]:
     params: dict[str, Any] = {
         "b_uuid": uuid,
         "b_generation": st.generation,
@@ -566,7 +577,7 @@ def _write_status(
     }
     if st.observed:
         params["observed_generation"] = st.generation
-    s.execute(_status_stmt(table, st.observed), params)
+    return params
 
 
 def load_cluster(db: Database, uuid: str) -> ClusterSnapshot | None:

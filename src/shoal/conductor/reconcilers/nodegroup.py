@@ -10,6 +10,7 @@ events in one place and requeue. Deletion has its own path.
 from __future__ import annotations
 
 import uuid as uuidlib
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -133,6 +134,7 @@ def reconcile_batch(ctx: Context, uuids: list[str]) -> None:
             scale(ctx, p)
             p.flush_updates()
             acting.append(p)
+    settle_names(ctx, acting)
     intents = [(p.snap, p.w) for p in acting if not p.w.empty()]
     if intents:  # intent before action
         ids = work.apply_groups(ctx.db, intents, now, holder=ctx.holder)
@@ -286,7 +288,8 @@ def _add(ctx: Context, p: Pass, count: int, live: list[Node]) -> None:
     """Write intent rows for `count` new nodes: final name, uuid and zone."""
     g = p.snap.group
     zones = placement.spread(g.spec.availability_zones, [n.availability_zone for n in live], count)
-    names = _new_names(ctx, p, len(zones))
+    taken = {n.name for n in p.nodes.values()}
+    names = [naming.node_name(p.snap.cluster_name, g.name, taken) for _ in zones]
     probe = _spec_for(p, Node(0, "", "", g.cluster_id, g.uuid, g.project_id, NodeState.PENDING))
     for az, name in zip(zones, names, strict=True):
         uid = str(uuidlib.uuid4())
@@ -304,21 +307,26 @@ def _add(ctx: Context, p: Pass, count: int, live: list[Node]) -> None:
     p.event("ScalingUp", f"adding {count} node(s) to node group {g.name}")
 
 
-def _new_names(ctx: Context, p: Pass, count: int) -> list[str]:
-    """`count` node names unique in the cluster: drawn against the group's own names,
-    then checked against the cluster's by one query on just these names."""
-    g = p.snap.group
-    taken = {n.name for n in p.nodes.values()}
-    out: list[str] = []
-    while len(out) < count:
-        fresh: list[str] = []
-        for _ in range(count - len(out)):
-            name = naming.node_name(p.snap.cluster_name, g.name, taken)
-            taken.add(name)
-            fresh.append(name)
-        clash = work.taken_names(ctx.db, g.cluster_id, fresh)
-        out += [n for n in fresh if n not in clash]
-    return out
+def settle_names(ctx: Context, passes: list[Pass]) -> None:
+    """Make the new nodes' names (drawn against their own group's) unique in their
+    cluster: one query on just these names for the passes of a batch (one
+    cluster); a name taken, or drawn twice, is drawn again and checked again."""
+    rows = [(p, row) for p in passes for row in p.w.inserts]
+    check = rows
+    while check:
+        cluster = check[0][0].snap.group.cluster_id
+        clash = work.taken_names(ctx.db, cluster, {row["name"] for _, row in check})
+        drawn = Counter(row["name"] for _, row in rows)
+        again: list[tuple[Pass, dict[str, Any]]] = []
+        for p, row in check:
+            if row["name"] in clash or drawn[row["name"]] > 1:
+                drawn[row["name"]] -= 1
+                taken = clash | set(drawn) | {n.name for n in p.nodes.values()}
+                row["name"] = naming.node_name(p.snap.cluster_name, p.snap.group.name, taken)
+                drawn[row["name"]] += 1
+                p.nodes[row["uuid"]] = replace(p.nodes[row["uuid"]], name=row["name"])
+                again.append((p, row))
+        check = again
 
 
 def act(ctx: Context, passes: list[Pass]) -> None:

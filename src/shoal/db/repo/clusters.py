@@ -23,8 +23,10 @@ from shoal.domain.merge import GroupPlan
 SORT_KEYS = frozenset({"id", "uuid", "name", "status", "created_at", "updated_at"})
 # A new cluster's first pass waits for its node groups: the first pass of its master
 # group pokes it (progress, or a status change when it has no node to add), and a
-# pass before that would find nothing observed. This due time is only the safety net.
-FIRST_PASS_AFTER = timedelta(seconds=2)
+# pass before that would find nothing observed. This due time is only the safety net:
+# under a backlog of new clusters, a shorter one made a pass that found nothing for
+# every cluster whose groups had not been reached yet.
+FIRST_PASS_AFTER = timedelta(seconds=10)
 
 
 @dataclass(frozen=True)
