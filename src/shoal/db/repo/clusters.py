@@ -8,13 +8,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import bindparam, case, func, select, update
+from sqlalchemy import insert as sql_insert
 from sqlalchemy.orm import Session
 
-from shoal.db import convert
+from shoal.db import convert, notify
 from shoal.db.repo import lookup, nodegroups
 from shoal.db.repo.paging import Page, paginate
 from shoal.db.repo.templates import new_uuid
-from shoal.db.tables import ClusterRow, NodeGroupRow, NodeRow
+from shoal.db.tables import ClusterRow, NodeGroupRow, NodeRow, table_of
 from shoal.db.types import utcnow
 from shoal.domain import model as m
 from shoal.domain.errors import Conflict
@@ -132,30 +133,41 @@ def insert(
     cluster_template_id: str | None,
     source_id: str | None,
 ) -> m.Cluster:
-    """The cluster and its node groups, due for the conductor right away."""
+    """The cluster and its node groups, due for the conductor right away. Core
+    inserts (one for the cluster, one for its groups): no ORM objects to build
+    and flush for rows this request never reads again."""
     now = utcnow()
-    row = ClusterRow(
-        uuid=new_uuid(),
-        project_id=project_id,
-        user_id=user_id,
-        name=name,
-        attrs=attrs,
-        cluster_template_id=cluster_template_id,
-        source_id=source_id,
-        generation=1,
-        observed_generation=0,
-        status="CREATE_IN_PROGRESS",
-        created_at=now,
-        operation_started_at=now,
-        next_reconcile_at=now + FIRST_PASS_AFTER,
-    )
-    session.add(row)
+    row = session.execute(
+        _INSERT_CLUSTER,
+        {
+            "uuid": new_uuid(),
+            "project_id": project_id,
+            "user_id": user_id,
+            "name": name,
+            "attrs": attrs,
+            "cluster_template_id": cluster_template_id,
+            "source_id": source_id,
+            "generation": 1,
+            "observed_generation": 0,
+            "status": "CREATE_IN_PROGRESS",
+            "created_at": now,
+            "operation_started_at": now,
+            "next_reconcile_at": now + FIRST_PASS_AFTER,
+        },
+    ).one()
     # Masters first: their lower ids put them first in the conductor's claim order
     # (due time, then id), so the control plane boots before the workers queue up.
     ordered = sorted(groups, key=lambda plan: plan.spec.role != m.ROLE_MASTER)
-    session.add_all([nodegroups.new_row(row, plan, now) for plan in ordered])
-    session.flush()  # one flush for the cluster and its groups
+    if ordered:
+        session.execute(
+            sql_insert(NodeGroupRow),
+            [nodegroups.new_values(row.uuid, project_id, plan, now) for plan in ordered],
+        )
+    notify.request(session)  # Core writes: the session's flush hook does not see them
     return convert.cluster_from_row(row)
+
+
+_INSERT_CLUSTER = sql_insert(table_of(ClusterRow)).returning(*table_of(ClusterRow).c)
 
 
 def touch(session: Session, row: ClusterRow, status: str, now: datetime, **values: Any) -> None:

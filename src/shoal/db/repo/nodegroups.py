@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session
@@ -35,37 +36,39 @@ def insert(
     session: Session, cluster: ClusterRow, plan: GroupPlan, *, now: datetime | None = None
 ) -> m.NodeGroup:
     """A node group of `cluster`, due for the conductor right away."""
-    row = new_row(cluster, plan, now or utcnow())
+    row = NodeGroupRow(**new_values(cluster.uuid, cluster.project_id, plan, now or utcnow()))
     session.add(row)
     session.flush()
     return convert.nodegroup_from_row(row)
 
 
-def new_row(cluster: ClusterRow, plan: GroupPlan, now: datetime) -> NodeGroupRow:
-    """The row of a new node group of `cluster` (not added to a session yet)."""
+def new_values(
+    cluster_uuid: str, project_id: str, plan: GroupPlan, now: datetime
+) -> dict[str, Any]:
+    """The column values of a new node group of a cluster, for an INSERT."""
     from shoal.db.repo.templates import new_uuid
 
     spec = plan.spec
-    return NodeGroupRow(
-        uuid=new_uuid(),
-        cluster_uuid=cluster.uuid,
-        project_id=cluster.project_id,
-        name=plan.name,
-        role=spec.role,
-        is_default=plan.is_default,
-        node_count=spec.node_count,
-        min_node_count=spec.min_node_count,
-        max_node_count=spec.max_node_count,
-        spec=convert.ng_spec_to_json(spec),
-        source_id=plan.source_id,
-        version=spec.coe_version,
-        generation=1,
-        observed_generation=0,
-        status="CREATE_IN_PROGRESS",
-        created_at=now,
-        operation_started_at=now,
-        next_reconcile_at=now,
-    )
+    return {
+        "uuid": new_uuid(),
+        "cluster_uuid": cluster_uuid,
+        "project_id": project_id,
+        "name": plan.name,
+        "role": spec.role,
+        "is_default": plan.is_default,
+        "node_count": spec.node_count,
+        "min_node_count": spec.min_node_count,
+        "max_node_count": spec.max_node_count,
+        "spec": convert.ng_spec_to_json(spec),
+        "source_id": plan.source_id,
+        "version": spec.coe_version,
+        "generation": 1,
+        "observed_generation": 0,
+        "status": "CREATE_IN_PROGRESS",
+        "created_at": now,
+        "operation_started_at": now,
+        "next_reconcile_at": now,
+    }
 
 
 def find_row(
