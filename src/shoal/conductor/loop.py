@@ -16,6 +16,7 @@ node groups pass by pass instead of one taking everything.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -267,6 +268,7 @@ class Conductor:
         self._threads.append(threading.Thread(target=self._housekeeping, daemon=True))
         for t in self._threads:
             t.start()
+        self._warm_pool()
 
     def stop(self) -> None:
         """Stop the threads (passes under way finish) and the driver pool."""
@@ -303,7 +305,31 @@ class Conductor:
             return max(self.settings.poll_seconds, self.settings.listen_poll_seconds)
         return self.settings.poll_seconds
 
+    def _warm(self) -> None:
+        """Look at the driver's capabilities (a cached lookup, by the contract) once in
+        this thread: a driver that keeps a connection per thread (the sim in its own
+        process) opens it now, not in the middle of the first pass, where eight
+        workers and 32 pool threads opening theirs at once held up the first creates."""
+        try:
+            self.ctx.driver.capabilities()
+        except Exception:  # the first pass will say what is wrong
+            log.debug("driver warm-up failed", exc_info=True)
+
+    def _warm_pool(self) -> None:
+        """`_warm` in every thread of the driver pool (all started at once)."""
+        n = self.settings.driver_concurrency
+        ready = threading.Barrier(n)
+
+        def one() -> None:
+            with contextlib.suppress(threading.BrokenBarrierError):
+                ready.wait(1.0)  # hold this thread so that the next task starts another
+            self._warm()
+
+        for _ in range(n):
+            self.ctx.pool.submit(one)
+
     def _worker(self) -> None:
+        self._warm()
         while not self._stop.is_set():
             try:
                 found = capped = False
