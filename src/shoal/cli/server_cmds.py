@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import signal
 import threading
 from pathlib import Path
@@ -10,6 +11,16 @@ import typer
 
 from shoal.runtime import build_runtime
 from shoal.settings import Settings, SettingsError
+
+
+def _settle_heap() -> None:
+    """What a service process builds at start (modules, the app, the runtime) lives
+    as long as it does: move it out of the cyclic garbage collector's reach, so
+    that a full collection under load scans only what requests and passes
+    allocate. Without this, one full collection 150 ms into a 1,003-node create
+    stopped every thread for 65-75 ms."""
+    gc.collect()
+    gc.freeze()
 
 
 def _settings(**overrides: object) -> Settings:
@@ -49,6 +60,7 @@ def serve(
         f"(data: {where}; conductor: {'on' if settings.conductor else 'off'}); Ctrl-C to stop",
         err=True,
     )
+    _settle_heap()
     try:
         uvicorn.run(
             create_app(runtime), host=settings.host, port=settings.port, log_level="warning"
@@ -67,6 +79,7 @@ def conductor() -> None:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
+    _settle_heap()
     runtime.start()
     typer.echo("shoal conductor running; Ctrl-C to stop", err=True)
     try:
