@@ -44,15 +44,12 @@ log = logging.getLogger(__name__)
 Batch = list[str]  # resources of one kind that one pass takes together
 
 
-def _clusters(ctx: Context, uuids: Batch) -> None:
-    for u in uuids:  # a cluster's batch is itself
-        cluster.reconcile(ctx, u)
-
-
-# A node group comes with the other due groups of its cluster (work.claim_due_groups).
+# A small node group comes with the other due small groups of its cluster
+# (work.claim_due_groups); when every worker is busy, a worker takes several
+# clusters' small groups, or several clusters, in one pass.
 _KINDS: tuple[tuple[str, Callable[[Context, Batch], None]], ...] = (
     (leases.NODEGROUP, nodegroup.reconcile_batch),
-    (leases.CLUSTER, _clusters),
+    (leases.CLUSTER, cluster.reconcile_batch),
 )
 
 
@@ -150,15 +147,17 @@ class Conductor:
         self._local.release = []
         return keys
 
-    def _claim(self, kind: str, limit: int, release: list[str] | None = None) -> list[Batch]:
+    def _claim(
+        self, kind: str, limit: int, release: list[str] | None = None, *, merge: bool = False
+    ) -> list[Batch]:
         db, now, ttl = self.ctx.db, self.ctx.now(), self.settings.lease_seconds
         try:
             if kind == leases.NODEGROUP:
                 return work.claim_due_groups(
-                    db, self.holder, now, ttl, limit, release=release or ()
+                    db, self.holder, now, ttl, limit, release=release or (), merge=merge
                 )
             uuids = work.claim_due(db, kind, self.holder, now, ttl, limit, release=release or ())
-            return [[u] for u in uuids]
+            return [uuids] if merge and uuids else [[u] for u in uuids]
         except Exception:
             self._release(release or [])  # the claim rolled back with the release in it
             raise
@@ -181,6 +180,12 @@ class Conductor:
             if self._live == 1 and self.settings.workers > 1:
                 with self._cv:
                     idle = self._sleeping
+                if idle == 0:
+                    # Every other worker is busy: a backlog. Take several clusters'
+                    # small groups, or several clusters, in one pass (one snapshot,
+                    # one write).
+                    merged = self._claim_batch(kind, work.BATCH_MAX // 2, release, merge=True)
+                    return merged, False
                 return self._claim_batch(kind, 1 + idle, release), False
             if mine > 0 and self._live != 1:
                 now = self.ctx.now()
@@ -201,12 +206,14 @@ class Conductor:
             with self._held_lock:
                 self._claiming[kind] -= 1
 
-    def _claim_batch(self, kind: str, limit: int, release: list[str]) -> list[Batch]:
+    def _claim_batch(
+        self, kind: str, limit: int, release: list[str], *, merge: bool = False
+    ) -> list[Batch]:
         """Alone, claim for this worker and the idle ones in one query: keep one batch,
         queue the rest for the workers that this wakes. No more than they can
         start at once: a resource claimed early would wait in the queue behind
         passes under way while others become due before it."""
-        batches = self._claim(kind, limit, release)
+        batches = self._claim(kind, limit, release, merge=merge)
         if len(batches) > 1:
             with self._held_lock:
                 for b in batches[1:]:

@@ -325,6 +325,7 @@ def claim_due_groups(
     limit: int,
     *,
     release: Collection[str] = (),
+    merge: bool = False,
 ) -> list[list[str]]:
     """Like `claim_due` for node groups, but a small group (at most BATCH_NODES nodes)
     comes with the other due, unleased small groups of its cluster (a batch, up
@@ -332,7 +333,9 @@ def claim_due_groups(
     writes, as when a small cluster is created and all its groups are due at
     once. Each group keeps its own lease, status and requeue time. A big group
     is a batch of its own: its creates keep a worker of their own, and its
-    intent rows do not wait for other groups'."""
+    intent rows do not wait for other groups'. `merge`: the small groups of all
+    the claimed groups' clusters make one batch (up to BATCH_MAX), for a
+    conductor whose workers are all busy with a backlog of small clusters."""
     if not release:
         with db.core_read() as s:
             if s.scalar(_claim_query(leases.NODEGROUP), {"now": now, "limit": 1}) is None:
@@ -345,17 +348,27 @@ def claim_due_groups(
         ).all()
         if not first:
             return []
+        small = list(dict.fromkeys(r.cluster_uuid for r in first if r.node_count <= BATCH_NODES))
         batches: dict[str, list[str]] = {}  # by cluster (small groups) or group (big)
         for r in first:
-            batches.setdefault(r.cluster_uuid if r.node_count <= BATCH_NODES else r.uuid, [])
-        small = [c for c in batches if c not in {r.uuid for r in first}]
+            if r.node_count > BATCH_NODES:
+                # Merging, a big group is taken only when no small one is due: not
+                # claimed ahead of time, to wait behind a pass under way.
+                if not merge or r is first[0] and not small:
+                    batches[r.uuid] = []
+            else:
+                batches.setdefault("" if merge else r.cluster_uuid, [])
         more = (
             s.execute(_siblings_query(lock=lock), {"now": now, "clusters": small}).all()
             if small
             else []
         )
+        small_key = {r.uuid: "" if merge else r.cluster_uuid for r in [*first, *more]}
+        for r in first:  # a big group's own batch, or its cluster's (or the merged) one
+            if r.node_count > BATCH_NODES:
+                small_key[r.uuid] = r.uuid
         for r in [*first, *more]:
-            batch = batches.get(r.uuid, batches.get(r.cluster_uuid))
+            batch = batches.get(small_key[r.uuid])
             if batch is None or r.uuid in batch or len(batch) >= BATCH_MAX:
                 continue
             if leases.claim(s, leases.key(leases.NODEGROUP, r.uuid), holder, now, ttl):
@@ -460,7 +473,9 @@ def apply_groups(
     if not writes:
         return ids
     with db.core_write() as s:
-        for snap, _ in writes:
+        # In one global order (cluster, then group), so that two conductors' batches
+        # of the same clusters never wait for each other in a cycle.
+        for snap, _ in sorted(writes, key=lambda x: (x[0].group.cluster_id, x[0].group.uuid)):
             _lock_in_order(s, snap.group.cluster_id, snap.group.uuid)
         keys = [leases.key(leases.NODEGROUP, sn.group.uuid) for sn, _ in writes]
         leases.fence_all(s, keys, holder)
@@ -582,27 +597,41 @@ def _status_params(uuid: str, st: StatusWrite, started: datetime) -> dict[str, A
 
 def load_cluster(db: Database, uuid: str) -> ClusterSnapshot | None:
     """The cluster, a summary of its node groups and of its masters."""
+    return load_clusters(db, [uuid]).get(uuid)
+
+
+def load_clusters(db: Database, uuids: Collection[str]) -> dict[str, ClusterSnapshot]:
+    """`load_cluster` of several clusters in one snapshot; the gone ones left out."""
+    out: dict[str, ClusterSnapshot] = {}
     with db.core_read(snapshot=True) as s:
-        cl = s.execute(_CLUSTER, {"uuid": uuid}).one_or_none()
-        if cl is None:
-            return None
-        groups = [GroupSummary(*g) for g in s.execute(_CLUSTER_GROUPS, {"uuid": uuid})]
-        master_ids = [g.uuid for g in groups if g.role == m.ROLE_MASTER]
-        up: tuple[str, ...] = ()
-        ready = 0
-        if master_ids:
-            rows = s.execute(_READY_IN_GROUPS, {"groups": master_ids}).all()
-            ready = int(rows[0].ready) if rows else 0
-            up = tuple(r.address for r in rows if r.address is not None)
-        total = sum(g.node_count for g in groups if g.role == m.ROLE_MASTER)
-        return ClusterSnapshot(
-            cluster=convert.cluster_from_row(cl),
-            operation_started_at=cl.operation_started_at,
-            groups=groups,
-            masters_total=total,
-            masters_ready=ready,
-            master_addresses=up,
-        )
+        for uuid in uuids:
+            snap = _load_cluster(s, uuid)
+            if snap is not None:
+                out[uuid] = snap
+    return out
+
+
+def _load_cluster(s: Connection, uuid: str) -> ClusterSnapshot | None:
+    cl = s.execute(_CLUSTER, {"uuid": uuid}).one_or_none()
+    if cl is None:
+        return None
+    groups = [GroupSummary(*g) for g in s.execute(_CLUSTER_GROUPS, {"uuid": uuid})]
+    master_ids = [g.uuid for g in groups if g.role == m.ROLE_MASTER]
+    up: tuple[str, ...] = ()
+    ready = 0
+    if master_ids:
+        rows = s.execute(_READY_IN_GROUPS, {"groups": master_ids}).all()
+        ready = int(rows[0].ready) if rows else 0
+        up = tuple(r.address for r in rows if r.address is not None)
+    total = sum(g.node_count for g in groups if g.role == m.ROLE_MASTER)
+    return ClusterSnapshot(
+        cluster=convert.cluster_from_row(cl),
+        operation_started_at=cl.operation_started_at,
+        groups=groups,
+        masters_total=total,
+        masters_ready=ready,
+        master_addresses=up,
+    )
 
 
 @dataclass
@@ -621,40 +650,56 @@ def apply_cluster(
     db: Database, snap: ClusterSnapshot, w: ClusterWrite, now: datetime, *, holder: str
 ) -> None:
     """Write a cluster pass in one transaction, fenced by `holder`'s lease."""
-    uuid = snap.cluster.uuid
+    apply_clusters(db, [(snap, w)], now, holder=holder)
+
+
+def apply_clusters(
+    db: Database, writes: list[tuple[ClusterSnapshot, ClusterWrite]], now: datetime, *, holder: str
+) -> None:
+    """`apply_cluster` of several clusters (one pass over them) in one transaction."""
+    if not writes:
+        return
+    writes = sorted(writes, key=lambda x: x[0].cluster.uuid)  # one lock order for all
     with db.core_write() as s:
-        _lock_in_order(s, uuid)
-        leases.fence(s, leases.key(leases.CLUSTER, uuid), holder)
-        if w.delete_cluster:
-            s.execute(delete(NodeRow).where(NodeRow.cluster_uuid == uuid))
-            s.execute(delete(EventRow).where(EventRow.cluster_uuid == uuid))
-            s.execute(delete(ClusterCARow).where(ClusterCARow.cluster_uuid == uuid))
-            s.execute(delete(NodeGroupRow).where(NodeGroupRow.cluster_uuid == uuid))
-            s.execute(delete(ClusterRow).where(ClusterRow.uuid == uuid, ClusterRow.deleting))
-            return
-        if w.events:
-            s.execute(_INSERT_EVENTS, [_event(uuid, e, now) for e in w.events])
-        facts: dict[str, Any] = {}
-        if w.api_address is not None:
-            facts["api_address"] = w.api_address
-        if w.health is not None:
-            facts.update(health_status=w.health[0], health_status_reason=w.health[1])
-        if facts:
-            s.execute(_UPDATE_CLUSTER, {"b_uuid": uuid, **facts})
-        if w.mark_groups_deleting:
-            notify.send(s)  # other conductors may take these groups in parallel
-            s.execute(
-                update(NodeGroupRow)
-                .where(NodeGroupRow.uuid.in_(w.mark_groups_deleting))
-                .values(
-                    deleting=True,
-                    status="DELETE_IN_PROGRESS",
-                    generation=NodeGroupRow.generation + 1,
-                    next_reconcile_at=now,
-                )
+        for snap, _ in writes:
+            _lock_in_order(s, snap.cluster.uuid)
+        keys = [leases.key(leases.CLUSTER, sn.cluster.uuid) for sn, _ in writes]
+        leases.fence_all(s, keys, holder)
+        for snap, w in writes:
+            _apply_cluster(s, snap.cluster.uuid, w, now)
+
+
+def _apply_cluster(s: Connection, uuid: str, w: ClusterWrite, now: datetime) -> None:
+    if w.delete_cluster:
+        s.execute(delete(NodeRow).where(NodeRow.cluster_uuid == uuid))
+        s.execute(delete(EventRow).where(EventRow.cluster_uuid == uuid))
+        s.execute(delete(ClusterCARow).where(ClusterCARow.cluster_uuid == uuid))
+        s.execute(delete(NodeGroupRow).where(NodeGroupRow.cluster_uuid == uuid))
+        s.execute(delete(ClusterRow).where(ClusterRow.uuid == uuid, ClusterRow.deleting))
+        return
+    if w.events:
+        s.execute(_INSERT_EVENTS, [_event(uuid, e, now) for e in w.events])
+    facts: dict[str, Any] = {}
+    if w.api_address is not None:
+        facts["api_address"] = w.api_address
+    if w.health is not None:
+        facts.update(health_status=w.health[0], health_status_reason=w.health[1])
+    if facts:
+        s.execute(_UPDATE_CLUSTER, {"b_uuid": uuid, **facts})
+    if w.mark_groups_deleting:
+        notify.send(s)  # other conductors may take these groups in parallel
+        s.execute(
+            update(NodeGroupRow)
+            .where(NodeGroupRow.uuid.in_(w.mark_groups_deleting))
+            .values(
+                deleting=True,
+                status="DELETE_IN_PROGRESS",
+                generation=NodeGroupRow.generation + 1,
+                next_reconcile_at=now,
             )
-        if w.status is not None:
-            _write_status(s, _CL, uuid, w.status, now)
+        )
+    if w.status is not None:
+        _write_status(s, _CL, uuid, w.status, now)
 
 
 def taken_names(db: Database, cluster_uuid: str, names: Collection[str]) -> set[str]:

@@ -34,16 +34,28 @@ class Pass:
 
 def reconcile(ctx: Context, cluster_uuid: str) -> None:
     """One pass over cluster `cluster_uuid` (the caller holds its lease)."""
-    snap = work.load_cluster(ctx.db, cluster_uuid)
-    if snap is None:
-        return
-    p = Pass(snap, ctx.now(), conds=snap.cluster.conditions)
-    if snap.cluster.deleting:
-        _delete_path(ctx, p)
-        return
-    api_address(p)
-    control_plane(p)
-    _finish(ctx, p)
+    reconcile_batch(ctx, [cluster_uuid])
+
+
+def reconcile_batch(ctx: Context, uuids: list[str]) -> None:
+    """One pass over some clusters (the caller holds their leases): each on its own,
+    their snapshots read in one transaction and their writes made in one."""
+    snaps = work.load_clusters(ctx.db, uuids)
+    now = ctx.now()
+    passes = []
+    for u in uuids:
+        snap = snaps.get(u)
+        if snap is None:
+            continue
+        p = Pass(snap, now, conds=snap.cluster.conditions)
+        if snap.cluster.deleting:
+            _delete_path(ctx, p)
+        else:
+            api_address(p)
+            control_plane(p)
+            _finish(ctx, p)
+        passes.append(p)
+    work.apply_clusters(ctx.db, [(p.snap, p.w) for p in passes], now, holder=ctx.holder)
 
 
 def api_address(p: Pass) -> None:
@@ -123,7 +135,6 @@ def _finish(ctx: Context, p: Pass) -> None:
     p.w.status = work.StatusWrite(
         c.generation, new_status, reason, p.conds, outcome is not st.Outcome.IN_PROGRESS, nxt
     )
-    work.apply_cluster(ctx.db, p.snap, p.w, p.now, holder=ctx.holder)
 
 
 def health(p: Pass, outcome: st.Outcome) -> None:
@@ -145,7 +156,6 @@ def _delete_path(ctx: Context, p: Pass) -> None:
     c = p.snap.cluster
     if not p.snap.groups:
         p.w.delete_cluster = True
-        work.apply_cluster(ctx.db, p.snap, p.w, p.now, holder=ctx.holder)
         return
     p.w.mark_groups_deleting = [g.uuid for g in p.snap.groups if not g.deleting]
     msg = f"deleting {len(p.snap.groups)} node group(s)"
@@ -158,4 +168,3 @@ def _delete_path(ctx: Context, p: Pass) -> None:
         False,
         ctx.requeue_at(p.now, ctx.settings.requeue_seconds),
     )
-    work.apply_cluster(ctx.db, p.snap, p.w, p.now, holder=ctx.holder)

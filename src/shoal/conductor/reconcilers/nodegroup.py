@@ -91,17 +91,18 @@ def reconcile(ctx: Context, ng_uuid: str) -> None:
 
 
 def reconcile_batch(ctx: Context, uuids: list[str]) -> None:
-    """One pass over some node groups of one cluster (the caller holds their leases):
+    """One pass over some node groups (the caller holds their leases; see
+    work.claim_due_groups for which go together):
     each group is reconciled on its own, but their snapshots are read together,
     their intents committed in one transaction before any call, their creates
     and deletes run as one set of waves, and their outcomes written together."""
     now = ctx.now()
     listed: dict[str, list[Machine] | TransientError] = {}
-    for u in uuids:
-        try:
-            listed[u] = ctx.call(lambda u=u: ctx.driver.list_machines({TAG_NODEGROUP: u}))  # type: ignore[misc]
-        except TransientError as exc:
-            listed[u] = exc
+    if len(uuids) == 1:
+        listed[uuids[0]] = _listing(ctx, uuids[0])
+    else:  # the listings of a batch in parallel, as its creates are
+        for u, got in zip(uuids, ctx.pool.map(lambda u: _listing(ctx, u), uuids), strict=True):
+            listed[u] = got
     # The snapshots are read after the listings: every machine listed had its node
     # row committed before it was created (intent before action).
     snaps = work.load_groups(ctx.db, uuids)
@@ -146,6 +147,14 @@ def reconcile_batch(ctx: Context, uuids: list[str]) -> None:
     for p in acting:
         ngstatus.conclude(ctx, p)
     work.apply_groups(ctx.db, [(p.snap, p.w) for p in done + acting], now, holder=ctx.holder)
+
+
+def _listing(ctx: Context, ng_uuid: str) -> list[Machine] | TransientError:
+    """The group's machines, in one driver call; the error when it failed."""
+    try:
+        return ctx.call(lambda: ctx.driver.list_machines({TAG_NODEGROUP: ng_uuid}))
+    except TransientError as exc:
+        return exc
 
 
 def _spec_for(p: Pass, node: Node) -> MachineSpec:
@@ -309,12 +318,20 @@ def _add(ctx: Context, p: Pass, count: int, live: list[Node]) -> None:
 
 def settle_names(ctx: Context, passes: list[Pass]) -> None:
     """Make the new nodes' names (drawn against their own group's) unique in their
-    cluster: one query on just these names for the passes of a batch (one
-    cluster); a name taken, or drawn twice, is drawn again and checked again."""
+    cluster: one query on just these names per cluster of a batch; a name taken,
+    or drawn twice, is drawn again and checked again."""
+    clusters: dict[str, list[Pass]] = {}
+    for p in passes:
+        if p.w.inserts:
+            clusters.setdefault(p.snap.group.cluster_id, []).append(p)
+    for cluster, mine in clusters.items():
+        _settle_cluster_names(ctx, cluster, mine)
+
+
+def _settle_cluster_names(ctx: Context, cluster: str, passes: list[Pass]) -> None:
     rows = [(p, row) for p in passes for row in p.w.inserts]
     check = rows
     while check:
-        cluster = check[0][0].snap.group.cluster_id
         clash = work.taken_names(ctx.db, cluster, {row["name"] for _, row in check})
         drawn = Counter(row["name"] for _, row in rows)
         again: list[tuple[Pass, dict[str, Any]]] = []
