@@ -180,10 +180,13 @@ class Conductor:
             if self._live == 1 and self.settings.workers > 1:
                 with self._cv:
                     idle = self._sleeping
-                if idle == 0:
+                if idle == 0 and self.ctx.db.is_sqlite:
                     # Every other worker is busy: a backlog. Take several clusters'
                     # small groups, or several clusters, in one pass (one snapshot,
-                    # one write).
+                    # one write). Only where no other conductor can exist (SQLite is
+                    # one process): on PostgreSQL a peer may start at any time and
+                    # this conductor learns of it only at its next heartbeat, while
+                    # a merged batch would keep work from it.
                     merged = self._claim_batch(kind, work.BATCH_MAX // 2, release, merge=True)
                     return merged, False
                 return self._claim_batch(kind, 1 + idle, release), False

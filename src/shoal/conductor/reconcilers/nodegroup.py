@@ -97,12 +97,9 @@ def reconcile_batch(ctx: Context, uuids: list[str]) -> None:
     their intents committed in one transaction before any call, their creates
     and deletes run as one set of waves, and their outcomes written together."""
     now = ctx.now()
-    listed: dict[str, list[Machine] | TransientError] = {}
-    if len(uuids) == 1:
-        listed[uuids[0]] = _listing(ctx, uuids[0])
-    else:  # the listings of a batch in parallel, as its creates are
-        for u, got in zip(uuids, ctx.pool.map(lambda u: _listing(ctx, u), uuids), strict=True):
-            listed[u] = got
+    # Listed on this worker's thread, not the driver pool's: a listing does not take
+    # a create's place among the driver's `driver_concurrency` calls.
+    listed = {u: _listing(ctx, u) for u in uuids}
     # The snapshots are read after the listings: every machine listed had its node
     # row committed before it was created (intent before action).
     snaps = work.load_groups(ctx.db, uuids)
