@@ -4,7 +4,9 @@ Skeleton (Cluster API style): observe the cloud in bulk (one listing), load a
 snapshot, run the phases (observe -> remove -> scale), commit the intent (new
 node rows with final names and ids, DELETING marks) BEFORE calling the
 provider, act (parallel driver calls), then write status, conditions and
-events in one place and requeue. Deletion has its own path.
+events in one place and requeue. Deletion has its own path. Small groups due
+together go through one pass as a batch (`reconcile_batch`): each keeps its
+own phases, status and requeue time; the reads, writes and calls are shared.
 """
 
 from __future__ import annotations
@@ -295,7 +297,10 @@ def _add(ctx: Context, p: Pass, count: int, live: list[Node]) -> None:
     g = p.snap.group
     zones = placement.spread(g.spec.availability_zones, [n.availability_zone for n in live], count)
     taken = {n.name for n in p.nodes.values()}
-    names = [naming.node_name(p.snap.cluster_name, g.name, taken) for _ in zones]
+    names: list[str] = []
+    for _ in zones:  # against the group's names and those drawn here; settle_names checks
+        names.append(naming.node_name(p.snap.cluster_name, g.name, taken))  # the cluster's
+        taken.add(names[-1])
     probe = _spec_for(p, Node(0, "", "", g.cluster_id, g.uuid, g.project_id, NodeState.PENDING))
     for az, name in zip(zones, names, strict=True):
         uid = str(uuidlib.uuid4())
