@@ -285,6 +285,26 @@ def test_a_busy_conductor_takes_several_small_clusters_in_one_pass(lite: Env) ->
         lite.step_until(lite.complete(cid))
 
 
+def test_a_new_group_starts_with_one_wave(lite: Env) -> None:
+    """A new group's first pass writes the intent of one wave (driver_concurrency
+    nodes) and creates it; the next pass, due at once, adds the rest."""
+    wave = lite.conductor.settings.driver_concurrency
+    cid = lite.create("wave", [{**WORKER, "node_count": wave + 8}, MASTER])
+    g = lite.group(cid, "w").uuid
+    me, ctx = lite.conductor.holder, lite.conductor.ctx
+    claimed = work.claim_due_groups(lite.db, me, utcnow(), 15, 10)
+    assert [g] in claimed  # a big group: a batch of its own
+    nodegroup.reconcile_batch(ctx, [g])
+    assert len(lite.nodes(cid, "w")) == wave and len(lite.servers(cid)) == wave
+    with lite.db.read() as s:
+        due = s.scalar(select(NodeGroupRow.next_reconcile_at).where(NodeGroupRow.uuid == g))
+    assert due is not None and due <= utcnow()
+    with lite.db.write() as s:
+        leases.release(s, me, [leases.key(leases.NODEGROUP, u) for b in claimed for u in b])
+    lite.step_until(lite.complete(cid))
+    assert len(lite.nodes(cid, "w")) == wave + 8
+
+
 def test_new_node_names_are_unique_in_the_cluster(lite: Env) -> None:
     """New names are drawn against the group's own, then checked against the whole
     cluster in one query for a batch: one taken by another group's node, or drawn

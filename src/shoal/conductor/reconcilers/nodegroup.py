@@ -289,7 +289,14 @@ def scale(ctx: Context, p: Pass) -> None:
         for v in victims:
             _retire(p, v)
     elif len(live) < desired:
-        _add(ctx, p, desired - len(live), live)
+        count = desired - len(live)
+        wave = max(1, ctx.settings.driver_concurrency)
+        if not p.snap.nodes and count > wave:
+            # A new group starts with one wave: its first machines (and the cloud's
+            # first answers: a rate limit, a quota) come before the rest of its
+            # intent is written; the next pass, due at once, adds the rest.
+            count, p.deferred = wave, True
+        _add(ctx, p, count, live)
 
 
 def _add(ctx: Context, p: Pass, count: int, live: list[Node]) -> None:
@@ -410,5 +417,6 @@ def act(ctx: Context, passes: list[Pass]) -> None:
                 p.set(node, reason=r.error.reason)
     for p in passes:
         # Stopped by the time budget, not by an error: the rest go in the next pass.
-        p.deferred = answered[id(p)] < asked[id(p)] and len(p.errors) == errors_before[id(p)]
+        stopped = answered[id(p)] < asked[id(p)] and len(p.errors) == errors_before[id(p)]
+        p.deferred = p.deferred or stopped
         p.flush_updates()
