@@ -286,9 +286,10 @@ def test_a_busy_conductor_takes_several_small_clusters_in_one_pass(lite: Env) ->
 
 
 def test_a_new_group_starts_with_one_wave(lite: Env) -> None:
-    """A new group's first pass writes the intent of one wave (driver_concurrency
-    nodes) and creates it; the next pass, due at once, adds the rest."""
-    wave = lite.conductor.settings.driver_concurrency
+    """A new big group's first pass writes the intent of one wave (driver_concurrency
+    nodes, at least a small group's size) and creates it; the next pass, due at
+    once, adds the rest."""
+    wave = max(work.BATCH_NODES, lite.conductor.settings.driver_concurrency)
     cid = lite.create("wave", [{**WORKER, "node_count": wave + 8}, MASTER])
     g = lite.group(cid, "w").uuid
     me, ctx = lite.conductor.holder, lite.conductor.ctx

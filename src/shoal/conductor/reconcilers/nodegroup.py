@@ -290,11 +290,12 @@ def scale(ctx: Context, p: Pass) -> None:
             _retire(p, v)
     elif len(live) < desired:
         count = desired - len(live)
-        wave = max(1, ctx.settings.driver_concurrency)
+        wave = max(work.BATCH_NODES, ctx.settings.driver_concurrency)
         if not p.snap.nodes and count > wave:
-            # A new group starts with one wave: its first machines (and the cloud's
-            # first answers: a rate limit, a quota) come before the rest of its
-            # intent is written; the next pass, due at once, adds the rest.
+            # A new big group starts with one wave: its first machines (and the
+            # cloud's first answers: a rate limit, a quota) come before the rest of
+            # its intent is written; the next pass, due at once, adds the rest. A
+            # small group is added whole: an extra pass would cost it a listing.
             count, p.deferred = wave, True
         _add(ctx, p, count, live)
 
