@@ -113,7 +113,7 @@ class Conductor:
         `defer`: by this worker's next claim, in that claim's transaction (a worker
         claims again as soon as a pass ends: one transaction instead of two)."""
         keys = [leases.key(kind, u) for u in batch]
-        what = keys[0] if len(keys) == 1 else f"{keys[0]} (+{len(keys) - 1} of its cluster)"
+        what = keys[0] if len(keys) == 1 else f"{keys[0]} (+{len(keys) - 1} in its batch)"
         with self._held_lock:
             self._held.update(keys)
         try:

@@ -290,6 +290,13 @@ _UNOBSERVED = tuple(
 )
 
 
+def _nothing_due(db: Database, kind: str, now: datetime) -> bool:
+    """Whether no resource of `kind` is due and free: most looks find nothing, and a
+    read answers that without opening a write transaction."""
+    with db.core_read() as s:
+        return s.scalar(_claim_query(kind), {"now": now, "limit": 1}) is None
+
+
 def claim_due(
     db: Database,
     kind: str,
@@ -306,10 +313,8 @@ def claim_due(
     On PostgreSQL the candidates are locked FOR UPDATE SKIP LOCKED, so
     conductors claiming at the same moment take different resources.
     """
-    if not release:
-        with db.core_read() as s:  # most looks find nothing: no write transaction for them
-            if s.scalar(_claim_query(kind), {"now": now, "limit": 1}) is None:
-                return []
+    if not release and _nothing_due(db, kind, now):
+        return []
     q = _claim_query(kind, lock=not db.is_sqlite)
     with db.core_write() as s:
         leases.release(s, holder, release)
@@ -336,10 +341,8 @@ def claim_due_groups(
     intent rows do not wait for other groups'. `merge`: the small groups of all
     the claimed groups' clusters make one batch (up to BATCH_MAX), for a
     conductor whose workers are all busy with a backlog of small clusters."""
-    if not release:
-        with db.core_read() as s:
-            if s.scalar(_claim_query(leases.NODEGROUP), {"now": now, "limit": 1}) is None:
-                return []
+    if not release and _nothing_due(db, leases.NODEGROUP, now):
+        return []
     lock = not db.is_sqlite
     with db.core_write() as s:
         leases.release(s, holder, release)
@@ -348,31 +351,29 @@ def claim_due_groups(
         ).all()
         if not first:
             return []
+
+        def key(uuid: str, cluster: str, size: int) -> str:  # the batch a group goes in
+            return uuid if size > BATCH_NODES else "" if merge else cluster
+
         small = list(dict.fromkeys(r.cluster_uuid for r in first if r.node_count <= BATCH_NODES))
-        batches: dict[str, list[str]] = {}  # by cluster (small groups) or group (big)
-        for r in first:
-            if r.node_count > BATCH_NODES:
-                # Merging, a big group is taken only when no small one is due: not
-                # claimed ahead of time, to wait behind a pass under way.
-                if not merge or r is first[0] and not small:
-                    batches[r.uuid] = []
-            else:
-                batches.setdefault("" if merge else r.cluster_uuid, [])
+        # The batches, in claim order. Merging, a big group is taken only when no
+        # small one is due: not claimed ahead of time to wait behind this pass.
+        batches: dict[str, list[str]] = {
+            key(*r): []
+            for r in first
+            if r.node_count <= BATCH_NODES or not merge or r is first[0] and not small
+        }
         more = (
             s.execute(_siblings_query(lock=lock), {"now": now, "clusters": small}).all()
             if small
             else []
         )
-        small_key = {r.uuid: "" if merge else r.cluster_uuid for r in [*first, *more]}
-        for r in first:  # a big group's own batch, or its cluster's (or the merged) one
-            if r.node_count > BATCH_NODES:
-                small_key[r.uuid] = r.uuid
-        for r in [*first, *more]:
-            batch = batches.get(small_key[r.uuid])
-            if batch is None or r.uuid in batch or len(batch) >= BATCH_MAX:
+        for uuid, cluster, size in [*first, *((r.uuid, r.cluster_uuid, 0) for r in more)]:
+            batch = batches.get(key(uuid, cluster, size))
+            if batch is None or uuid in batch or len(batch) >= BATCH_MAX:
                 continue
-            if leases.claim(s, leases.key(leases.NODEGROUP, r.uuid), holder, now, ttl):
-                batch.append(r.uuid)
+            if leases.claim(s, leases.key(leases.NODEGROUP, uuid), holder, now, ttl):
+                batch.append(uuid)
         return [b for b in batches.values() if b]
 
 
@@ -646,17 +647,11 @@ class ClusterWrite:
     delete_cluster: bool = False
 
 
-def apply_cluster(
-    db: Database, snap: ClusterSnapshot, w: ClusterWrite, now: datetime, *, holder: str
-) -> None:
-    """Write a cluster pass in one transaction, fenced by `holder`'s lease."""
-    apply_clusters(db, [(snap, w)], now, holder=holder)
-
-
 def apply_clusters(
     db: Database, writes: list[tuple[ClusterSnapshot, ClusterWrite]], now: datetime, *, holder: str
 ) -> None:
-    """`apply_cluster` of several clusters (one pass over them) in one transaction."""
+    """Write the passes of some clusters in one transaction, fenced by `holder`'s
+    leases (LeaseLost when another conductor took one over)."""
     if not writes:
         return
     writes = sorted(writes, key=lambda x: x[0].cluster.uuid)  # one lock order for all
@@ -724,14 +719,3 @@ def existing_node_uuids(db: Database, uuids: Collection[str]) -> set[str]:
                 s.scalars(select(NodeRow.uuid).where(NodeRow.uuid.in_(ids[i : i + CHUNK])))
             )
     return found
-
-
-def node_ids(db: Database, uuids: Collection[str]) -> dict[str, m.Node]:
-    """Node rows by uuid (to learn the ids of rows this pass just inserted)."""
-    out: dict[str, m.Node] = {}
-    ids = list(uuids)
-    with db.core_read() as s:
-        for i in range(0, len(ids), CHUNK):
-            for r in s.execute(select(*_NODE.c).where(_NODE.c.uuid.in_(ids[i : i + CHUNK]))):
-                out[r.uuid] = convert.node_from_row(r)
-    return out

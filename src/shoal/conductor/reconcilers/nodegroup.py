@@ -297,10 +297,10 @@ def scale(ctx: Context, p: Pass) -> None:
             # its intent is written; the next pass, due at once, adds the rest. A
             # small group is added whole: an extra pass would cost it a listing.
             count, p.deferred = wave, True
-        _add(ctx, p, count, live)
+        _add(p, count, live)
 
 
-def _add(ctx: Context, p: Pass, count: int, live: list[Node]) -> None:
+def _add(p: Pass, count: int, live: list[Node]) -> None:
     """Write intent rows for `count` new nodes: final name, uuid and zone."""
     g = p.snap.group
     zones = placement.spread(g.spec.availability_zones, [n.availability_zone for n in live], count)
@@ -374,12 +374,9 @@ def act(ctx: Context, passes: list[Pass]) -> None:
     # Masters first (their own waves): the control plane boots before the workers queue.
     tiers: tuple[list[tuple[MachineSpec, list[str]]], ...] = ([], [])
     for p in passes:
+        # Every row is committed here, with its id (the snapshot's, or the intent
+        # write's RETURNING).
         pending = [p.nodes[u] for u in p.to_ensure if u in p.nodes]
-        if any(n.id == 0 for n in pending):  # rows inserted by another pass: learn their ids
-            known = work.node_ids(ctx.db, [n.uuid for n in pending if n.id == 0])
-            for n in pending:
-                if n.id == 0 and n.uuid in known:
-                    p.nodes[n.uuid] = replace(n, id=known[n.uuid].id)
         zones = list(p.snap.group.spec.availability_zones)
         tier = tiers[0 if p.snap.group.spec.role == ROLE_MASTER else 1]
         for n in pending:
@@ -396,9 +393,7 @@ def act(ctx: Context, passes: list[Pass]) -> None:
     for r in results:
         p = owner[r.spec.machine_id]
         answered[id(p)] += 1
-        node = p.nodes.get(r.spec.machine_id)
-        if node is None or node.id == 0:
-            continue
+        node = p.nodes[r.spec.machine_id]
         for frm, to, why in r.moves:
             p.event(
                 "NoValidHost",
