@@ -60,12 +60,13 @@ def build_runtime(settings: Settings, *, with_conductor: bool | None = None) -> 
     `with_conductor` defaults to `settings.conductor`. The conductor is built
     but not started; `Runtime.start()` starts it.
     """
+    from shoal.db import migrations
     from shoal.db.engine import Database
 
     if settings.database_url is None:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
     db = Database(settings.db_url)
-    db.upgrade()
+    migrations.upgrade(db)
     driver, sim, sim_process = build_driver(settings)
     runtime = Runtime(settings=settings, db=db, driver=driver, sim=sim, sim_process=sim_process)
     if settings.conductor if with_conductor is None else with_conductor:

@@ -22,6 +22,7 @@ from magnumclient import exceptions as mexc
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
+from shoal.db import migrations
 from shoal.db.engine import Database
 from shoal.db.repo import certificates as ca_repo
 from shoal.db.tables import ClusterCARow
@@ -334,7 +335,7 @@ def test_a_failed_ca_write_names_no_key(db_url: str) -> None:
     """The API logs errors it does not map; a failed CA write's error holds no key."""
     db = Database(db_url)
     try:
-        db.upgrade()
+        migrations.upgrade(db)
         orphan = str(uuid.uuid4())  # no such cluster: the foreign key refuses the row
         ca = pki.new_ca(orphan, utcnow())
         with pytest.raises(IntegrityError) as exc, db.write() as s:

@@ -17,9 +17,12 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select, update
 
+from shoal.conductor import cluster
 from shoal.conductor.loop import Conductor
-from shoal.conductor.reconcilers import cluster, nodegroup
-from shoal.db import leases, work
+from shoal.conductor.nodegroup import reconcile as nodegroup
+from shoal.conductor.nodegroup import scale
+from shoal.conductor.nodegroup.state import Pass
+from shoal.db import leases, migrations, queue, snapshots
 from shoal.db.engine import Database
 from shoal.db.repo.paging import Page
 from shoal.db.tables import ClusterRow, NodeGroupRow, NodeRow
@@ -103,7 +106,7 @@ class Env:
 
 def _env(url: str, settings: ConductorSettings = FAST_CONDUCTOR) -> Iterator[Env]:
     db = Database(url)
-    db.upgrade()
+    migrations.upgrade(db)
     world = SimWorld.open(url, FAST_SIM)
     skew = [timedelta(0)]
 
@@ -184,11 +187,11 @@ def test_a_new_cluster_is_passed_after_its_master_group_not_before(lite: Env) ->
     master group's first pass, which pokes it, and then says what it found."""
     cid = lite.create("fresh", [MASTER, WORKER])
     now = utcnow()
-    assert work.claim_due(lite.db, leases.CLUSTER, "probe", now, 15, 10) == []
-    groups = work.claim_due(lite.db, leases.NODEGROUP, "probe", now, 15, 10)
+    assert queue.claim_due(lite.db, queue.CLUSTER, "probe", now, 15, 10) == []
+    groups = queue.claim_due(lite.db, queue.NODEGROUP, "probe", now, 15, 10)
     assert len(groups) == 2
     with lite.db.write() as s:
-        leases.release(s, "probe", [leases.key(leases.NODEGROUP, g) for g in groups])
+        leases.release(s, "probe", [leases.key(queue.NODEGROUP.name, g) for g in groups])
     lite.conductor.run_once()  # node groups first (the master group pokes), then clusters
     c = lite.cluster(cid)
     assert c is not None and cond.get(c.conditions, cond.CONTROL_PLANE_READY) is not None
@@ -212,33 +215,33 @@ def test_claims_take_the_longest_due_first_and_skip_leased_ones(lite: Env) -> No
                 .where(NodeGroupRow.uuid == g)
                 .values(next_reconcile_at=now + timedelta(seconds=at))
             )
-        leases.claim(s, leases.key(leases.NODEGROUP, groups[0]), "peer", now, 15)
+        leases.claim(s, leases.key(queue.NODEGROUP.name, groups[0]), "peer", now, 15)
         s.execute(update(ClusterRow).values(next_reconcile_at=None))
-    got = work.claim_due(lite.db, leases.NODEGROUP, "me", now, 15, 10)
+    got = queue.claim_due(lite.db, queue.NODEGROUP, "me", now, 15, 10)
     assert got == [groups[1], groups[2]]
     # Next: not the leased group's old due time, but the first lease to expire.
-    assert work.next_due_at(lite.db, now) == now + timedelta(seconds=15)
+    assert queue.next_due_at(lite.db, now) == now + timedelta(seconds=15)
     with lite.db.write() as s:
-        leases.release(s, "me", [leases.key(leases.NODEGROUP, g) for g in got])
-        leases.release(s, "peer", [leases.key(leases.NODEGROUP, groups[0])])
-    assert work.next_due_at(lite.db, now) == now - timedelta(seconds=3)
+        leases.release(s, "me", [leases.key(queue.NODEGROUP.name, g) for g in got])
+        leases.release(s, "peer", [leases.key(queue.NODEGROUP.name, groups[0])])
+    assert queue.next_due_at(lite.db, now) == now - timedelta(seconds=3)
 
 
 def test_small_groups_of_a_cluster_are_claimed_and_passed_together(lite: Env) -> None:
     """The small groups of a cluster due together make one batch (one claim, one
     pass: one snapshot, one intent write, one outcome write); a big group is a
     batch of its own, and other clusters' groups are not mixed in."""
-    big = {**WORKER, "name": "big", "node_count": work.BATCH_NODES + 1}
+    big = {**WORKER, "name": "big", "node_count": queue.BATCH_NODES + 1}
     a = lite.create("a", [MASTER, WORKER, big])
     b = lite.create("b", [MASTER])
     ga = {g: lite.group(a, g).uuid for g in ("m", "w", "big")}
     now = utcnow()
-    first = work.claim_due_groups(lite.db, "me", now, 15, 1)
+    first = queue.claim_due_groups(lite.db, "me", now, 15, 1)
     assert first == [[ga["m"], ga["w"]]]
-    rest = work.claim_due_groups(lite.db, "me", now, 15, 10)
+    rest = queue.claim_due_groups(lite.db, "me", now, 15, 10)
     assert rest == [[ga["big"]], [lite.group(b, "m").uuid]]
     with lite.db.write() as s:
-        keys = [leases.key(leases.NODEGROUP, u) for batch in first + rest for u in batch]
+        keys = [leases.key(queue.NODEGROUP.name, u) for batch in first + rest for u in batch]
         leases.release(s, "me", keys)
     lite.conductor.run_once()
     scaling = {e.nodegroup_id: e.time for e in lite.events(a) if e.reason == "ScalingUp"}
@@ -246,19 +249,19 @@ def test_small_groups_of_a_cluster_are_claimed_and_passed_together(lite: Env) ->
     assert scaling[ga["m"]] == scaling[ga["w"]]  # one pass, one clock reading
     lite.step_until(lite.complete(a))
     lite.step_until(lite.complete(b))
-    assert len(lite.servers(a)) == 1 + 2 + work.BATCH_NODES + 1
+    assert len(lite.servers(a)) == 1 + 2 + queue.BATCH_NODES + 1
 
 
 def test_a_busy_conductor_takes_several_small_clusters_in_one_pass(lite: Env) -> None:
     """With `merge` (every worker busy), the small groups of several clusters make one
     batch, a big group still one of its own; several clusters make one cluster
     pass. Each resource keeps its own lease and its own writes."""
-    big = {**WORKER, "name": "big", "node_count": work.BATCH_NODES + 1}
+    big = {**WORKER, "name": "big", "node_count": queue.BATCH_NODES + 1}
     a = lite.create("a", [MASTER, WORKER])
     b = lite.create("b", [MASTER])
     c = lite.create("c", [MASTER, big])
     me, ctx = lite.conductor.holder, lite.conductor.ctx
-    batches = work.claim_due_groups(lite.db, me, utcnow(), 15, 8, merge=True)
+    batches = queue.claim_due_groups(lite.db, me, utcnow(), 15, 8, merge=True)
     small = [lite.group(a, "m").uuid, lite.group(a, "w").uuid, lite.group(b, "m").uuid]
     # The big group is left for later: not claimed ahead of time behind this pass.
     assert batches == [[*small, lite.group(c, "m").uuid]]
@@ -267,9 +270,9 @@ def test_a_busy_conductor_takes_several_small_clusters_in_one_pass(lite: Env) ->
     assert len(scaling) == 4 and len(set(scaling)) == 1  # one pass, one clock reading
     assert lite.nodes(c, "big") == []
     with lite.db.write() as s:
-        leases.release(s, me, [leases.key(leases.NODEGROUP, u) for b_ in batches for u in b_])
+        leases.release(s, me, [leases.key(queue.NODEGROUP.name, u) for b_ in batches for u in b_])
     # The master groups poked their clusters: all three are due, one pass for them.
-    due = work.claim_due(lite.db, leases.CLUSTER, me, utcnow(), 15, 10)
+    due = queue.claim_due(lite.db, queue.CLUSTER, me, utcnow(), 15, 10)
     assert sorted(due) == sorted([a, b, c])
     cluster.reconcile_batch(ctx, due)
     seen = set()
@@ -280,7 +283,7 @@ def test_a_busy_conductor_takes_several_small_clusters_in_one_pass(lite: Env) ->
         seen.add(ready.last_transition)
     assert len(seen) == 1
     with lite.db.write() as s:
-        leases.release(s, me, [leases.key(leases.CLUSTER, u) for u in due])
+        leases.release(s, me, [leases.key(queue.CLUSTER.name, u) for u in due])
     for cid in (a, b, c):
         lite.step_until(lite.complete(cid))
 
@@ -289,11 +292,11 @@ def test_a_new_group_starts_with_one_wave(lite: Env) -> None:
     """A new big group's first pass writes the intent of one wave (driver_concurrency
     nodes, at least a small group's size) and creates it; the next pass, due at
     once, adds the rest."""
-    wave = max(work.BATCH_NODES, lite.conductor.settings.driver_concurrency)
+    wave = max(queue.BATCH_NODES, lite.conductor.settings.driver_concurrency)
     cid = lite.create("wave", [{**WORKER, "node_count": wave + 8}, MASTER])
     g = lite.group(cid, "w").uuid
     me, ctx = lite.conductor.holder, lite.conductor.ctx
-    claimed = work.claim_due_groups(lite.db, me, utcnow(), 15, 10)
+    claimed = queue.claim_due_groups(lite.db, me, utcnow(), 15, 10)
     assert [g] in claimed  # a big group: a batch of its own
     nodegroup.reconcile_batch(ctx, [g])
     assert len(lite.nodes(cid, "w")) == wave and len(lite.servers(cid)) == wave
@@ -301,7 +304,7 @@ def test_a_new_group_starts_with_one_wave(lite: Env) -> None:
         due = s.scalar(select(NodeGroupRow.next_reconcile_at).where(NodeGroupRow.uuid == g))
     assert due is not None and due <= utcnow()
     with lite.db.write() as s:
-        leases.release(s, me, [leases.key(leases.NODEGROUP, u) for b in claimed for u in b])
+        leases.release(s, me, [leases.key(queue.NODEGROUP.name, u) for b in claimed for u in b])
     lite.step_until(lite.complete(cid))
     assert len(lite.nodes(cid, "w")) == wave + 8
 
@@ -314,14 +317,14 @@ def test_new_node_names_are_unique_in_the_cluster(lite: Env) -> None:
     lite.step_until(lite.complete(cid))
     existing = {n.name for n in lite.nodes(cid)}
     taken = next(n.name for n in lite.nodes(cid, "m"))
-    snap = work.load_group(lite.db, lite.group(cid, "w").uuid)
-    assert snap is not None
-    p = nodegroup.Pass(snap, utcnow(), {}, {n.uuid: n for n in snap.nodes})
+    gid = lite.group(cid, "w").uuid
+    snap = snapshots.load_groups(lite.db, [gid])[gid]
+    p = Pass.start(snap, utcnow(), [])
     for name in (taken, "twice", "twice", "fresh"):
         uid = f"uuid-{len(p.w.inserts)}"
         p.w.inserts.append({"uuid": uid, "name": name})
         p.nodes[uid] = m.Node(0, uid, name, cid, snap.group.uuid, "p1", m.NodeState.PENDING)
-    nodegroup.settle_names(lite.conductor.ctx, [p])
+    scale.settle_names([p], lambda c, names: snapshots.taken_names(lite.db, c, names))
     names = [row["name"] for row in p.w.inserts]
     assert len(set(names)) == 4 and not set(names) & existing
     assert names[3] == "fresh" and "twice" in names
@@ -340,9 +343,9 @@ def test_heartbeat_requeues_a_new_generation_left_without_a_due_time(lite: Env) 
             .where(NodeGroupRow.uuid == g.uuid)
             .values(node_count=2, generation=NodeGroupRow.generation + 1, next_reconcile_at=None)
         )
-    assert work.claim_due(lite.db, leases.NODEGROUP, "me", utcnow(), 15, 10) == []
+    assert queue.claim_due(lite.db, queue.NODEGROUP, "me", utcnow(), 15, 10) == []
     lite.conductor.heartbeat()
-    assert work.claim_due(lite.db, leases.NODEGROUP, "me", utcnow(), 0.001, 10) == [g.uuid]
+    assert queue.claim_due(lite.db, queue.NODEGROUP, "me", utcnow(), 0.001, 10) == [g.uuid]
     lite.step_until(lambda: len(lite.nodes(cid, "m")) == 2 and lite.complete(cid)())
 
 
@@ -468,8 +471,8 @@ def test_sweeper_deletes_machines_no_row_owns_and_leases_exclude(lite: Env) -> N
     other = Conductor(env.db, env.conductor.ctx.driver, FAST_CONDUCTOR)
     env.resize(cid, "w", 3)
     now = env.conductor.ctx.now()
-    mine = work.claim_due(env.db, "nodegroup", env.conductor.holder, now, 30, 10)
-    theirs = work.claim_due(env.db, "nodegroup", other.holder, now, 30, 10)
+    mine = queue.claim_due(env.db, queue.NODEGROUP, env.conductor.holder, now, 30, 10)
+    theirs = queue.claim_due(env.db, queue.NODEGROUP, other.holder, now, 30, 10)
     assert len(mine) == 1 and theirs == []
     other.stop()
 

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from shoal.conductor import calls
 from shoal.conductor.loop import Conductor
-from shoal.conductor.reconcilers import actions
+from shoal.db import migrations
 from shoal.db.engine import Database
 from shoal.drivers.contract import TAG_NODEGROUP, MachineSpec
 from shoal.drivers.sim.driver import SimDriver
@@ -42,7 +43,7 @@ def specs(n: int) -> list[MachineSpec]:
 def conductor(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Conductor]:
     url = f"sqlite:///{tmp_path / 'shoal.db'}"
     db = Database(url)
-    db.upgrade()
+    migrations.upgrade(db)
     rate, burst = request.param
     sim = SimSettings(boot_seconds=0, delete_seconds=0, api_latency_ms=0, jitter=0,
                       rate_limit_per_s=rate, rate_limit_burst_s=burst)  # fmt: skip
@@ -59,7 +60,7 @@ def conductor(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Conduc
 @pytest.mark.parametrize("conductor", [(40.0, 0.25)], indirect=True)
 def test_a_paced_pass_stops_creating_after_its_budget(conductor: Conductor) -> None:
     want = specs(200)
-    done = actions.ensure_all(conductor.ctx, [(w, ZONES) for w in want], budget=0.5)
+    done = calls.ensure_all(conductor.ctx, [(w, ZONES) for w in want], budget=0.5)
     # The bucket's 10 tokens, then 40/s for about the budget: far from all 200.
     assert conductor.ctx.create_throttle.rate is not None, "no 429 taught the pace"
     assert 10 < len(done) < 100, len(done)
@@ -68,12 +69,12 @@ def test_a_paced_pass_stops_creating_after_its_budget(conductor: Conductor) -> N
     made = {m.machine_id for m in conductor.ctx.driver.list_machines({TAG_NODEGROUP: "ng"})}
     assert made == {s.machine_id for s in want[: len(done)]}
     # The next pass picks up where this one stopped.
-    more = actions.ensure_all(conductor.ctx, [(w, ZONES) for w in want[len(done) :]], budget=0.5)
+    more = calls.ensure_all(conductor.ctx, [(w, ZONES) for w in want[len(done) :]], budget=0.5)
     assert len(more) > 0 and all(r.machine is not None for r in more)
 
 
 @pytest.mark.parametrize("conductor", [(0.0, 1.0)], indirect=True)
 def test_an_unpaced_pass_ignores_the_budget(conductor: Conductor) -> None:
-    done = actions.ensure_all(conductor.ctx, [(w, ZONES) for w in specs(150)], budget=0.0)
+    done = calls.ensure_all(conductor.ctx, [(w, ZONES) for w in specs(150)], budget=0.0)
     assert conductor.ctx.create_throttle.rate is None
     assert len(done) == 150 and all(r.machine is not None for r in done)

@@ -11,7 +11,7 @@ from sqlalchemy import func, inspect, select
 from typer.testing import CliRunner
 
 from shoal.cli.main import app
-from shoal.db import events
+from shoal.db import events, migrations
 from shoal.db.engine import Database
 from shoal.db.tables import Base, ClusterRow, LeaseRow, NodeGroupRow, NodeRow
 from shoal.db.types import utcnow
@@ -28,7 +28,7 @@ def _populate(
     url: str, clusters: int = 3, nodes_per_group: int = 5, sim_url: str | None = None
 ) -> None:
     db = Database(url)
-    db.upgrade()
+    migrations.upgrade(db)
     world = SimWorld.open(sim_url or url, SimSettings(boot_seconds=0, api_latency_ms=0, jitter=0))
     driver = SimDriver(world)
     specs: list[MachineSpec] = []

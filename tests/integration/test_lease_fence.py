@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import func, select
 
-from shoal.db import leases, work
+from shoal.db import leases, migrations, outcomes, queue, snapshots
 from shoal.db.engine import Database
 from shoal.db.tables import EventRow
 from shoal.db.types import utcnow
@@ -22,7 +22,7 @@ GROUPS = [{"name": "m", "role": "master", "flavor_id": "m1.small", "node_count":
 @pytest.fixture
 def db(db_url: str) -> Iterator[Database]:
     d = Database(db_url)
-    d.upgrade()
+    migrations.upgrade(d)
     yield d
     d.close()
 
@@ -30,10 +30,9 @@ def db(db_url: str) -> Iterator[Database]:
 def test_a_write_under_a_lost_lease_is_dropped(db: Database) -> None:
     body = {"name": "f", "image_id": "fedora-coreos-40", "node_groups": GROUPS}
     cid = clusters.create(db, Caller("p1"), body, quota_default=20).uuid
-    snap = work.load_cluster(db, cid)
-    assert snap is not None
+    snap = snapshots.load_clusters(db, [cid])[cid]
     group = snap.groups[0].uuid
-    key = leases.key(leases.NODEGROUP, group)
+    key = leases.key(queue.NODEGROUP.name, group)
     now = utcnow()
     with db.core_write() as s:
         assert leases.claim(s, key, "a", now, ttl=15)
@@ -41,17 +40,16 @@ def test_a_write_under_a_lost_lease_is_dropped(db: Database) -> None:
     with db.core_write() as s:
         assert leases.claim(s, key, "b", later, ttl=15)
 
-    g = work.load_group(db, group)
-    assert g is not None
-    w = work.GroupWrite(events=[work.EventIn("Probe", "stale", "Normal", group)])
+    g = snapshots.load_groups(db, [group])[group]
+    w = outcomes.GroupWrite(events=[outcomes.EventIn("Probe", "stale", "Normal", group)])
     with pytest.raises(leases.LeaseLost):
-        work.apply_group(db, g, w, later, holder="a")
+        outcomes.apply_groups(db, [(g, w)], later, holder="a")
     with db.read() as s:
         assert s.scalar(select(func.count()).select_from(EventRow).where(
             EventRow.reason == "Probe")) == 0  # fmt: skip
 
-    w = work.GroupWrite(events=[work.EventIn("Probe", "current", "Normal", group)])
-    work.apply_group(db, g, w, later, holder="b")
+    w = outcomes.GroupWrite(events=[outcomes.EventIn("Probe", "current", "Normal", group)])
+    outcomes.apply_groups(db, [(g, w)], later, holder="b")
     with db.read() as s:
         assert s.scalars(select(EventRow.message).where(EventRow.reason == "Probe")).all() == [
             "current"

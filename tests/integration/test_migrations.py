@@ -6,6 +6,7 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
+from shoal.db import migrations
 from shoal.db.engine import Database
 from shoal.db.tables import Base
 
@@ -13,8 +14,8 @@ from shoal.db.tables import Base
 def test_models_match_migrations(db_url: str) -> None:
     db = Database(db_url)
     try:
-        db.upgrade()
-        db.upgrade()  # idempotent: a restart re-applies nothing
+        migrations.upgrade(db)
+        migrations.upgrade(db)  # idempotent: a restart re-applies nothing
         with db.engine.connect() as conn:
             ctx = MigrationContext.configure(conn, opts={"compare_type": True})
             diff = compare_metadata(ctx, Base.metadata)

@@ -21,6 +21,7 @@ import psutil
 import pytest
 
 from shoal.conductor.loop import Conductor
+from shoal.db import migrations
 from shoal.db.engine import Database
 from shoal.domain import conditions as cond
 from shoal.drivers.contract import BlockedError, BlockedKind, PermanentError, TransientError
@@ -41,7 +42,7 @@ from tests.integration.test_conductor_reconcile import (
 @pytest.fixture
 def remote(tmp_path: Path) -> Iterator[tuple[Env, SimProcess]]:
     db = Database(f"sqlite:///{tmp_path / 'shoal.db'}")
-    db.upgrade()
+    migrations.upgrade(db)
     proc = SimProcess(f"sqlite:///{tmp_path / 'sim.db'}", FAST_SIM)
     conductor = Conductor(db, SimDriver(proc.world), FAST_CONDUCTOR)
     try:

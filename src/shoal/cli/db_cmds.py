@@ -24,12 +24,13 @@ def upgrade() -> None:
 
     Example: SHOAL_DATABASE_URL=postgresql://postgres@127.0.0.1/shoal shoal db upgrade
     """
+    from shoal.db import migrations
     from shoal.db.engine import Database
 
     settings = _settings()
     db = Database(settings.db_url)
     try:
-        db.upgrade()
+        migrations.upgrade(db)
     finally:
         db.close()
     typer.echo(f"schema is current in {settings.db_url}")

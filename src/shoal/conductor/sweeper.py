@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import logging
 
+from shoal.conductor import calls
 from shoal.conductor.context import Context
-from shoal.conductor.reconcilers import actions
-from shoal.db import work
+from shoal.db import snapshots
 from shoal.drivers.contract import TAG_NODE, MachineState
 
 log = logging.getLogger(__name__)
@@ -27,9 +27,9 @@ def sweep(ctx: Context) -> int:
     }
     if not tagged:
         return 0
-    owned = work.existing_node_uuids(ctx.db, tagged)
+    owned = snapshots.existing_node_uuids(ctx.db, tagged)
     orphans = [m.machine_id for node, m in tagged.items() if node not in owned]
     if orphans:
         log.warning("sweeper: deleting %d orphaned machine(s)", len(orphans))
-        actions.delete_all(ctx, orphans)
+        calls.delete_all(ctx, orphans)
     return len(orphans)

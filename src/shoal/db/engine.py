@@ -35,7 +35,12 @@ def upsert(dialect: str, table: Table) -> Any:
     return (pg_insert if dialect == "postgresql" else sqlite_insert)(table)
 
 
-def dialect_of(executor: Connection | Session) -> str:
+# Statements run alike through a Core connection (the conductor's hot paths) and an
+# ORM session (the services and tests).
+Executor = Connection | Session
+
+
+def dialect_of(executor: Executor) -> str:
     """The dialect name behind a Core connection or an ORM session."""
     if isinstance(executor, Connection):
         return executor.dialect.name
@@ -123,12 +128,6 @@ class Database:
         """A Core connection inside one transaction: commit on success, rollback on error."""
         with self._write_lock, self.write_engine.begin() as conn:
             yield conn
-
-    def upgrade(self) -> None:
-        """Apply every pending migration (called on start by every entry point)."""
-        from shoal.db import migrations
-
-        migrations.upgrade(self)
 
     def close(self) -> None:
         self.engine.dispose()

@@ -1,4 +1,4 @@
-"""Leases: a conductor's time-limited claim on one resource, and the conductor registry.
+"""Leases: a conductor's time-limited claim on one resource.
 
 A lease row ("nodegroup:<uuid>", "cluster:<uuid>") is taken only when absent or
 expired, in one upsert statement, so two conductor processes (or two threads)
@@ -15,14 +15,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, delete, select, update
-from sqlalchemy.orm import Session
 
-from shoal.db.engine import dialect_of, upsert
-from shoal.db.tables import ConductorRow, LeaseRow, table_of
-
-NODEGROUP = "nodegroup"
-CLUSTER = "cluster"
-BINARY = "shoal-conductor"
+from shoal.db.engine import Executor, dialect_of, upsert
+from shoal.db.tables import LeaseRow, table_of
 
 
 class LeaseLost(Exception):
@@ -35,10 +30,6 @@ def key(kind: str, uuid: str) -> str:
     """The lease name of a resource, e.g. "nodegroup:<uuid>"."""
     return f"{kind}:{uuid}"
 
-
-# Leases are written through a Core connection by the conductor and through a
-# Session by the services and tests: both execute statements alike.
-Executor = Connection | Session
 
 # Core: no ORM bulk-insert machinery for one row.
 _LEASES = table_of(LeaseRow)
@@ -97,49 +88,17 @@ def release(session: Executor, holder: str, resources: Collection[str]) -> None:
         session.execute(_RELEASE, {"holder": holder, "resources": list(resources)})
 
 
-def holder_of(session: Executor, resource: str, now: datetime) -> str | None:
-    """Who holds an unexpired lease on `resource`, if anyone."""
-    return session.scalar(
-        select(LeaseRow.holder).where(LeaseRow.resource == resource, LeaseRow.expires_at > now)
-    )
-
-
-def report_alive(session: Executor, host: str, now: datetime) -> None:
-    """Register or refresh this conductor in `conductors` (report_count += 1)."""
-    ins = upsert(dialect_of(session), table_of(ConductorRow)).values(
-        host=host,
-        binary=BINARY,
-        report_count=1,
-        disabled=False,
-        last_seen_up=now,
-        created_at=now,
-    )
-    stmt = ins.on_conflict_do_update(
-        index_elements=[ConductorRow.host, ConductorRow.binary],
-        set_={
-            "report_count": ConductorRow.report_count + 1,
-            "last_seen_up": now,
-            "updated_at": now,
-        },
-    )
-    session.execute(stmt)
-
-
 _HOLDERS = select(LeaseRow.resource, LeaseRow.holder).where(
     LeaseRow.resource.in_(bindparam("resources", expanding=True))
 )
 _HOLDERS_LOCKED = _HOLDERS.with_for_update()
 
 
-def fence(s: Connection, resource: str, holder: str) -> None:
-    """Raise LeaseLost unless `holder` still holds `resource`. Called inside the write
-    it guards: on PostgreSQL the lease row stays locked until that write commits, so
-    a takeover waits for it and then sees its result (a fenced write)."""
-    fence_all(s, [resource], holder)
-
-
 def fence_all(s: Connection, resources: Collection[str], holder: str) -> None:
-    """`fence` of several resources in one statement."""
+    """Raise LeaseLost unless `holder` still holds every one of `resources`. Called
+    inside the write it guards: on PostgreSQL the lease rows stay locked until that
+    write commits, so a takeover waits for it and then sees its result (a fenced
+    write)."""
     stmt = _HOLDERS if s.dialect.name == "sqlite" else _HOLDERS_LOCKED
     held = {r.resource: r.holder for r in s.execute(stmt, {"resources": list(resources)})}
     for r in resources:

@@ -4,13 +4,11 @@ start, so a fresh data directory and an old one both end at the same schema."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from alembic import command
 from alembic.config import Config
 
-if TYPE_CHECKING:
-    from shoal.db.engine import Database
+from shoal.db.engine import Database
 
 SCRIPT_DIR = Path(__file__).parent / "alembic"
 
@@ -24,9 +22,5 @@ def alembic_config(db: Database) -> Config:
 
 
 def upgrade(db: Database, revision: str = "head") -> None:
+    """Apply every pending migration (every entry point calls this on start)."""
     command.upgrade(alembic_config(db), revision)
-
-
-def revision(db: Database, message: str) -> None:
-    """Developer helper: autogenerate a new migration from the models."""
-    command.revision(alembic_config(db), message=message, autogenerate=True)

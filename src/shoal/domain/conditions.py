@@ -22,6 +22,7 @@ CONTROL_PLANE_READY = "ControlPlaneReady"  # cluster: every master node is up
 API_ADDRESS_KNOWN = "APIAddressKnown"  # cluster: api_address is set
 DELETING = "Deleting"  # a delete is under way
 UP_TO_DATE = "UpToDate"  # node group: every node runs the spec's image and flavor
+RECONCILE_ERROR = "ReconcileError"  # True while passes fail unexpectedly (a bug, not the cloud)
 
 # Reasons (CamelCase, one word, stable: operators and scripts match on them).
 PROVISIONING = "Provisioning"  # creating nodes
@@ -36,6 +37,7 @@ WAITING_FOR_MASTERS = "WaitingForMasters"
 NODE_GROUPS_NOT_READY = "NodeGroupsNotReady"
 DELETION_IN_PROGRESS = "DeletionInProgress"
 ROLLOUT_PENDING = "RolloutPending"  # nodes run an older image/flavor than the spec
+UNEXPECTED_ERROR = "UnexpectedError"  # a pass raised what no phase expected
 
 
 def get(conds: tuple[Condition, ...], type_: str) -> Condition | None:

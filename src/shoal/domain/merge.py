@@ -130,15 +130,23 @@ def apply_counts(plans: Sequence[GroupPlan], request: Mapping[str, Any]) -> list
     return out
 
 
+def image_and_flavor(spec: m.NodeGroupSpec, attrs: Mapping[str, Any]) -> tuple[str, str]:
+    """The one fallback chain for what a group's machines run: the group's own image
+    and flavor, else the cluster's (`master_flavor_id` for a master group, then
+    `flavor_id`), else the default flavor. "" when no image is known."""
+    master = attrs.get("master_flavor_id") if spec.role == m.ROLE_MASTER else None
+    flavor = spec.flavor_id or master or attrs.get("flavor_id") or v.DEFAULT_FLAVOR
+    return str(spec.image_id or attrs.get("image_id") or ""), str(flavor)
+
+
 def fill_from_cluster(plan: GroupPlan, attrs: Mapping[str, Any]) -> GroupPlan:
     """Fill what a group leaves open from the cluster: image, flavor, volume, labels."""
     spec = plan.spec
-    is_master = spec.role == m.ROLE_MASTER
-    flavor = attrs.get("master_flavor_id") if is_master else attrs.get("flavor_id")
+    image, flavor = image_and_flavor(spec, attrs)
     spec = dataclasses.replace(
         spec,
-        image_id=spec.image_id or attrs.get("image_id"),
-        flavor_id=spec.flavor_id or flavor or attrs.get("flavor_id") or v.DEFAULT_FLAVOR,
+        image_id=image or None,
+        flavor_id=flavor,
         docker_volume_size=spec.docker_volume_size or attrs.get("docker_volume_size"),
         labels=spec.labels or dict(attrs.get("labels") or {}),
         coe_version=spec.coe_version or attrs.get("coe_version"),

@@ -15,6 +15,7 @@ from typing import Any
 
 from sqlalchemy import Table, func, inspect, select, text
 
+from shoal.db import migrations
 from shoal.db.engine import Database
 from shoal.db.tables import Base, LeaseRow
 from shoal.db.types import utcnow
@@ -108,9 +109,9 @@ def copy_database(
     if target.url in (source.url, sim_source.url):
         raise Invalid("source and target are the same database", field="to")
     try:
-        source.upgrade()
+        migrations.upgrade(source)
         _check_source_idle(source)
-        target.upgrade()
+        migrations.upgrade(target)
         sim_tables.metadata.create_all(target.engine)
         _check_target_empty(target)
         present = {id(source): _existing(source), id(sim_source): _existing(sim_source)}

@@ -7,49 +7,48 @@ backoff, and the group row goes only when the cloud lists none of its machines.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING
 
 from shoal.conductor.context import Context
-from shoal.conductor.reconcilers import actions
-from shoal.db import work
+from shoal.conductor.nodegroup import status
+from shoal.conductor.nodegroup.state import Pass, Path
+from shoal.db import outcomes
 from shoal.domain import conditions as cond
 from shoal.domain import status as st
 from shoal.domain.model import NodeState
 from shoal.drivers.contract import MachineState
 
-if TYPE_CHECKING:
-    from shoal.conductor.reconcilers.nodegroup import Pass
 
-
-def run(ctx: Context, p: Pass) -> None:
-    """One delete pass over the group of `p`."""
-    g, now = p.snap.group, p.now
+def plan(p: Pass) -> None:
+    """Before the calls: mark every node DELETING and choose the machines to delete;
+    with no machine left, the group row goes (nothing to ask the cloud)."""
+    g = p.snap.group
     if not p.machines:
+        p.path = Path.CONCLUDE
         p.w.delete_group = True
         p.event("NodeGroupDeleted", f"node group {g.name} deleted")
-        work.apply_group(ctx.db, p.snap, p.w, now, holder=ctx.holder)
         return
     for node in list(p.nodes.values()):
         if node.uuid not in p.machines:
             p.drop(node)
         elif node.state is not NodeState.DELETING:
             p.set(node, state=NodeState.DELETING)
-    targets = [m.machine_id for m in p.machines.values() if m.state is not MachineState.DELETING]
-    p.flush_updates()
-    if targets:
-        p.event("Deleting", f"node group {g.name}: deleting {len(targets)} machine(s)")
-        # DELETING marks committed before the calls
-        work.apply_group(ctx.db, p.snap, p.w, now, holder=ctx.holder)
-        p.w = work.GroupWrite()
-    errors = actions.delete_all(ctx, targets)
-    for mid, err in list(errors.items())[:10]:
-        p.event("DeleteRetry", f"delete of machine {mid} will be retried: {err.reason}",
-                warning=True, node=mid)  # fmt: skip
+    p.to_delete = [
+        m.machine_id for m in p.machines.values() if m.state is not MachineState.DELETING
+    ]
+    if p.to_delete:
+        p.event("Deleting", f"node group {g.name}: deleting {len(p.to_delete)} machine(s)")
+
+
+def conclude(ctx: Context, p: Pass) -> None:
+    """After the calls: say what is left and look again soon (later after a refusal)."""
+    g, now = p.snap.group, p.now
+    status.retry_events(p)
     left = len(p.machines)
     msg = f"waiting for {left} machine(s) to be deleted"
     conds = cond.set_false(g.conditions, cond.READY, cond.DELETION_IN_PROGRESS, msg, now)
-    delay = ctx.settings.requeue_seconds if errors else min(ctx.settings.requeue_seconds, 0.2)
-    p.w.status = work.StatusWrite(
+    base = ctx.settings.requeue_seconds
+    delay = base if p.delete_errors else min(base, 0.2)
+    p.w.status = outcomes.StatusWrite(
         g.generation,
         st.derive(g.status, st.Outcome.IN_PROGRESS, deleting=True),
         msg,
@@ -57,4 +56,3 @@ def run(ctx: Context, p: Pass) -> None:
         False,
         now + timedelta(seconds=ctx.backoff.jittered(delay)),
     )
-    work.apply_group(ctx.db, p.snap, p.w, now, holder=ctx.holder)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from shoal.conductor.context import Context
-from shoal.db import work
+from shoal.db import outcomes, snapshots
 from shoal.domain import conditions as cond
 from shoal.domain import status as st
 from shoal.domain.model import Condition
@@ -23,31 +23,26 @@ API_PORT = 6443
 
 @dataclass
 class Pass:
-    snap: work.ClusterSnapshot
+    snap: snapshots.ClusterSnapshot
     now: datetime
-    w: work.ClusterWrite = field(default_factory=work.ClusterWrite)
+    w: outcomes.ClusterWrite = field(default_factory=outcomes.ClusterWrite)
     conds: tuple[Condition, ...] = ()
 
     def event(self, reason: str, message: str, *, warning: bool = False) -> None:
-        self.w.events.append(work.EventIn(reason, message, "Warning" if warning else "Normal"))
-
-
-def reconcile(ctx: Context, cluster_uuid: str) -> None:
-    """One pass over cluster `cluster_uuid` (the caller holds its lease)."""
-    reconcile_batch(ctx, [cluster_uuid])
+        self.w.events.append(outcomes.EventIn(reason, message, "Warning" if warning else "Normal"))
 
 
 def reconcile_batch(ctx: Context, uuids: list[str]) -> None:
     """One pass over some clusters (the caller holds their leases): each on its own,
     their snapshots read in one transaction and their writes made in one."""
-    snaps = work.load_clusters(ctx.db, uuids)
+    snaps = snapshots.load_clusters(ctx.db, uuids)
     now = ctx.now()
     passes = []
     for u in uuids:
         snap = snaps.get(u)
         if snap is None:
             continue
-        p = Pass(snap, now, conds=snap.cluster.conditions)
+        p = Pass(snap, now, conds=cond.remove(snap.cluster.conditions, cond.RECONCILE_ERROR))
         if snap.cluster.deleting:
             _delete_path(ctx, p)
         else:
@@ -55,7 +50,7 @@ def reconcile_batch(ctx: Context, uuids: list[str]) -> None:
             control_plane(p)
             _finish(ctx, p)
         passes.append(p)
-    work.apply_clusters(ctx.db, [(p.snap, p.w) for p in passes], now, holder=ctx.holder)
+    outcomes.apply_clusters(ctx.db, [(p.snap, p.w) for p in passes], now, holder=ctx.holder)
 
 
 def api_address(p: Pass) -> None:
@@ -102,14 +97,14 @@ def control_plane(p: Pass) -> None:
 
 def _finish(ctx: Context, p: Pass) -> None:
     c = p.snap.cluster
-    outcomes = []
+    seen: list[st.Outcome] = []
     reasons = []
     for g in p.snap.groups:
         o = st.outcome_of(g.status) or st.Outcome.IN_PROGRESS
-        outcomes.append(o)
+        seen.append(o)
         if o is not st.Outcome.COMPLETE and g.status_reason:
             reasons.append((o is not st.Outcome.FAILED, f"node group {g.name}: {g.status_reason}"))
-    outcome = st.aggregate(outcomes)
+    outcome = st.aggregate(seen)
     reasons.sort(key=lambda r: r[0])  # failed groups first
     reason = "; ".join(r for _, r in reasons[:3]) or None
     if outcome is st.Outcome.COMPLETE:
@@ -132,7 +127,7 @@ def _finish(ctx: Context, p: Pass) -> None:
         if outcome is st.Outcome.IN_PROGRESS
         else None
     )
-    p.w.status = work.StatusWrite(
+    p.w.status = outcomes.StatusWrite(
         c.generation, new_status, reason, p.conds, outcome is not st.Outcome.IN_PROGRESS, nxt
     )
 
@@ -160,7 +155,7 @@ def _delete_path(ctx: Context, p: Pass) -> None:
     p.w.mark_groups_deleting = [g.uuid for g in p.snap.groups if not g.deleting]
     msg = f"deleting {len(p.snap.groups)} node group(s)"
     p.conds = cond.set_false(p.conds, cond.READY, cond.DELETION_IN_PROGRESS, msg, p.now)
-    p.w.status = work.StatusWrite(
+    p.w.status = outcomes.StatusWrite(
         c.generation,
         st.derive(c.status, st.Outcome.IN_PROGRESS, deleting=True),
         msg,

@@ -1,4 +1,5 @@
-"""The end of a node group pass: status, conditions, events and requeue, in one place.
+"""Conclude: the outcome of a node group pass (status, conditions, events, requeue),
+decided in one place and added to the pass's write.
 
 Outcome rules: a permanent error fails the group at once; a group with every
 desired node ready and nothing left to delete is COMPLETE; otherwise it stays
@@ -13,17 +14,14 @@ from __future__ import annotations
 
 import statistics
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 from shoal.conductor.context import Context
-from shoal.db import work
+from shoal.conductor.nodegroup.state import Pass
+from shoal.db import outcomes
 from shoal.domain import conditions as cond
 from shoal.domain import status as st
 from shoal.domain.model import ROLE_MASTER, Condition, Node, NodeState
 from shoal.drivers.contract import BlockedError, PermanentError, TransientError
-
-if TYPE_CHECKING:
-    from shoal.conductor.reconcilers.nodegroup import Pass
 
 DEFAULT_CREATE_TIMEOUT_MIN = 60
 PROGRESS_REQUEUE_S = 0.2
@@ -47,6 +45,8 @@ def conclude(ctx: Context, p: Pass, permanent: str | None = None) -> None:
     """Decide the outcome of the pass: its status, events and requeue time join the
     pass's write (`p.w`), which the caller commits."""
     g, now = p.snap.group, p.now
+    retry_events(p)
+    p.errors.extend(p.delete_errors.values())
     nodes = list(p.nodes.values())
     live = [n for n in nodes if n.state is not NodeState.DELETING]
     ready = sum(1 for n in live if n.state is NodeState.ACTIVE)
@@ -107,7 +107,7 @@ def conclude(ctx: Context, p: Pass, permanent: str | None = None) -> None:
         nxt = max(now, ctx.now())
     else:
         nxt = ctx.requeue_at(now, recheck_in(ctx, p))
-    p.w.status = work.StatusWrite(
+    p.w.status = outcomes.StatusWrite(
         g.generation, new_status, reason, conds, outcome is not st.Outcome.IN_PROGRESS, nxt
     )
     # The cluster pass follows status changes, a block starting or ending (the
@@ -119,6 +119,17 @@ def conclude(ctx: Context, p: Pass, permanent: str | None = None) -> None:
         or _is_blocked(reason) != _is_blocked(g.status_reason)
         or (p.progress and g.spec.role == ROLE_MASTER)
     )
+
+
+def retry_events(p: Pass, limit: int = 10) -> None:
+    """An event for each of the first `limit` deletes the cloud refused this pass."""
+    for mid, err in list(p.delete_errors.items())[:limit]:
+        p.event(
+            "DeleteRetry",
+            f"delete of machine {mid} will be retried: {err.reason}",
+            warning=True,
+            node=mid,
+        )
 
 
 def _clock_start(started: datetime, conds: tuple[Condition, ...]) -> datetime:
@@ -195,28 +206,23 @@ def _events(p: Pass, new_status: str, reason: str | None, ready: int) -> None:
         p.event("NodesReady", f"node group {g.name}: {ready} of {g.spec.node_count} ready")
 
 
-def write_transient(
-    ctx: Context, snap: work.GroupSnapshot, now: datetime, exc: TransientError
-) -> None:
+def listing_failed(ctx: Context, p: Pass) -> None:
     """The listing itself failed: keep everything, say so, retry with backoff."""
-    g = snap.group
+    g, now, exc = p.snap.group, p.now, p.listing_error
+    assert exc is not None
     conds = cond.set_false(g.conditions, cond.READY, cond.RETRYING, exc.reason, now)
     delay = min(ctx.backoff.after_attempts(2), ctx.settings.backoff_max_seconds)
     if exc.retry_after:
         delay = max(delay, exc.retry_after)
-    w = work.GroupWrite(
-        events=[
-            work.EventIn("Retrying", f"listing machines failed: {exc.reason}", "Warning", g.uuid)
-        ],
-        status=work.StatusWrite(
-            g.generation, g.status, g.status_reason, conds, False, now + timedelta(seconds=delay)
-        ),
+    p.event("Retrying", f"listing machines failed: {exc.reason}", warning=True)
+    p.w.status = outcomes.StatusWrite(
+        g.generation, g.status, g.status_reason, conds, False, now + timedelta(seconds=delay)
     )
-    work.apply_group(ctx.db, snap, w, now, holder=ctx.holder)
 
 
-def write_resting(ctx: Context, p: Pass) -> None:
+def resting(p: Pass) -> None:
     """A FAILED group with no new desired state: nothing to do until a retry."""
     g = p.snap.group
-    p.w.status = work.StatusWrite(g.generation, g.status, g.status_reason, g.conditions, True, None)
-    work.apply_group(ctx.db, p.snap, p.w, p.now, holder=ctx.holder)
+    p.w.status = outcomes.StatusWrite(
+        g.generation, g.status, g.status_reason, g.conditions, True, None
+    )

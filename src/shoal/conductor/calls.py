@@ -1,4 +1,4 @@
-"""Driver calls of one pass, run in parallel on the conductor's bounded pool.
+"""Driver calls of a pass, run in parallel on the conductor's bounded pool.
 
 Each call goes through the provider's rate limiter; creates are also paced to
 the rate the provider accepts (conductor/throttle.py) and a 429 is retried.
@@ -12,6 +12,9 @@ next zone its group lists, and the move is reported.
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -29,6 +32,8 @@ from shoal.drivers.contract import (
     PermanentError,
     TransientError,
 )
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -120,3 +125,28 @@ def delete_all(ctx: Context, machine_ids: list[str]) -> dict[str, DriverError]:
         if err is not None:
             errors[mid] = err
     return errors
+
+
+def warm(ctx: Context) -> None:
+    """Look at the driver's capabilities (a cached lookup, by the contract) once in
+    this thread: a driver that keeps a connection per thread (the sim in its own
+    process) opens it now, not in the middle of the first pass, where eight
+    workers and 32 pool threads opening theirs at once held up the first creates."""
+    try:
+        ctx.driver.capabilities()
+    except Exception:  # the first pass will say what is wrong
+        log.debug("driver warm-up failed", exc_info=True)
+
+
+def warm_pool(ctx: Context) -> None:
+    """`warm` in every thread of the driver pool (all started at once)."""
+    n = ctx.settings.driver_concurrency
+    ready = threading.Barrier(n)
+
+    def one() -> None:
+        with contextlib.suppress(threading.BrokenBarrierError):
+            ready.wait(1.0)  # hold this thread so that the next task starts another
+        warm(ctx)
+
+    for _ in range(n):
+        ctx.pool.submit(one)

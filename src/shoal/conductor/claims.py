@@ -1,0 +1,194 @@
+"""Claim policy: which due work a worker takes, and the leases this process holds.
+
+- Alone (the embedded SQLite setup, or the only live conductor), a worker claims
+  for itself and the idle workers in one query and queues the extra batches for
+  them; when every worker is busy with a backlog (SQLite only), it takes several
+  clusters' small groups, or several clusters, in one pass.
+- With peers (PostgreSQL), a worker takes one resource at a time, and no more
+  than this process's fair share of the due work among the live conductors;
+  work left unclaimed for a lease period is taken regardless (a slow peer).
+- A worker releases the leases of its last pass in its next claim's transaction
+  (one write instead of two); leases are released at once when it stops or when
+  it takes queued work instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from shoal.conductor.kinds import KINDS, Batch, WorkKind
+from shoal.db import leases, queue, registry
+from shoal.db.engine import Database
+from shoal.settings import ConductorSettings
+
+log = logging.getLogger(__name__)
+
+
+class Claims:
+    """The leases of one conductor process and how its workers claim more."""
+
+    def __init__(
+        self,
+        db: Database,
+        holder: str,
+        settings: ConductorSettings,
+        *,
+        now: Callable[[], datetime],
+        idle_workers: Callable[[], int],
+        wake: Callable[[], None],
+        alive_window: timedelta,
+    ) -> None:
+        self.db = db
+        self.holder = holder
+        self.settings = settings
+        self._now = now
+        self._idle_workers = idle_workers
+        self._wake = wake
+        self.alive_window = alive_window  # a conductor is live when it reported within it
+        self._lock = threading.Lock()
+        self._held: set[str] = set()
+        self._claiming: dict[str, int] = {k.name: 0 for k in KINDS}
+        # Claimed in a batch, not started yet (also in `_held`: their leases are renewed).
+        self._queued: dict[str, deque[Batch]] = {k.name: deque() for k in KINDS}
+        self._local = threading.local()  # per worker: leases to release with its next claim
+        # Live conductors as of the last heartbeat (None: not counted yet). Alone, a
+        # conductor skips the fair-share query on every claim.
+        self.live: int | None = None
+
+    # -- leases held ------------------------------------------------------------
+
+    def held(self) -> set[str]:
+        """The lease keys this process holds (renewed by the heartbeat)."""
+        with self._lock:
+            return set(self._held)
+
+    def hold(self, keys: list[str]) -> None:
+        with self._lock:
+            self._held.update(keys)
+
+    def done(self, keys: list[str], *, defer: bool) -> None:
+        """A pass under `keys` ended: release them now, or (`defer`) with this worker's
+        next claim, in that claim's transaction (a worker claims again as soon as a
+        pass ends: one transaction instead of two)."""
+        with self._lock:
+            self._held.difference_update(keys)
+        if defer:
+            self._local.release = [*self.take_release(), *keys]
+        else:
+            self.release(keys)
+
+    def release(self, keys: list[str]) -> None:
+        """Drop leases now (errors are logged: the leases expire by themselves)."""
+        if not keys:
+            return
+        try:
+            with self.db.core_write() as s:
+                leases.release(s, self.holder, keys)
+        except Exception:
+            log.exception("%s: could not release lease", ", ".join(keys))
+
+    def take_release(self) -> list[str]:
+        """This worker's leases left to release (by its next claim)."""
+        keys: list[str] = getattr(self._local, "release", None) or []
+        self._local.release = []
+        return keys
+
+    def release_queued(self) -> None:
+        """Free the batches claimed but never started (the conductor is stopping)."""
+        with self._lock:
+            keys = [leases.key(k, u) for k, q in self._queued.items() for b in q for u in b]
+            for q in self._queued.values():
+                q.clear()
+            self._held.difference_update(keys)
+        self.release(keys)
+
+    # -- claiming -----------------------------------------------------------------
+
+    def claim(
+        self, kind: WorkKind, limit: int, release: list[str] | None = None, *, merge: bool = False
+    ) -> list[Batch]:
+        """Claim up to `limit` batches of due `kind` work (after releasing `release`)."""
+        try:
+            return kind.claim(
+                self.db,
+                self.holder,
+                self._now(),
+                self.settings.lease_seconds,
+                limit,
+                release=release or (),
+                merge=merge,
+            )
+        except Exception:
+            self.release(release or [])  # the claim rolled back with the release in it
+            raise
+
+    def claim_fair(self, kind: WorkKind) -> tuple[list[Batch], bool]:
+        """What one worker takes now: (batches, capped). `capped`: this process holds
+        its fair share already and peers are taking the rest."""
+        release = self.take_release()
+        with self._lock:
+            queued = self._queued[kind.name].popleft() if self._queued[kind.name] else None
+        if queued is not None:
+            self.release(release)
+            return [queued], False
+        prefix = kind.name + ":"
+        with self._lock:
+            mine = sum(1 for k in self._held if k.startswith(prefix)) + self._claiming[kind.name]
+            self._claiming[kind.name] += 1
+        try:
+            if self.live == 1 and self.settings.workers > 1:
+                idle = self._idle_workers()
+                if idle == 0 and self.db.is_sqlite:
+                    # Every other worker is busy: a backlog. Take several clusters'
+                    # small groups, or several clusters, in one pass (one snapshot,
+                    # one write). Only where no other conductor can exist (SQLite is
+                    # one process): on PostgreSQL a peer may start at any time and
+                    # this conductor learns of it only at its next heartbeat, while
+                    # a merged batch would keep work from it.
+                    merged = self._for_idle(kind, queue.BATCH_MAX // 2, release, merge=True)
+                    return merged, False
+                return self._for_idle(kind, 1 + idle, release), False
+            if mine > 0 and self.live != 1 and self._over_share(kind, mine):
+                self.release(release)
+                return [], True
+            return self.claim(kind, 1, release), False
+        finally:
+            with self._lock:
+                self._claiming[kind.name] -= 1
+
+    def _over_share(self, kind: WorkKind, mine: int) -> bool:
+        """Whether `mine` resources already reach this process's share of the due work
+        among the live conductors (unless some has waited a lease period)."""
+        now = self._now()
+        live = registry.live_conductors(self.db, now - self.alive_window)
+        if live <= 1:
+            return False
+        load = queue.load(self.db, kind.queue, now)
+        share = -(-load.due // live)
+        waited = (
+            (now - load.oldest_unclaimed).total_seconds()
+            if load.oldest_unclaimed is not None
+            else 0.0
+        )
+        return mine >= share and waited < self.settings.lease_seconds
+
+    def _for_idle(
+        self, kind: WorkKind, limit: int, release: list[str], *, merge: bool = False
+    ) -> list[Batch]:
+        """Alone, claim for this worker and the idle ones in one query: keep one batch,
+        queue the rest for the workers that this wakes. No more than they can
+        start at once: a resource claimed early would wait in the queue behind
+        passes under way while others become due before it."""
+        batches = self.claim(kind, limit, release, merge=merge)
+        if len(batches) > 1:
+            with self._lock:
+                for b in batches[1:]:
+                    self._held.update(leases.key(kind.name, u) for u in b)
+                    self._queued[kind.name].append(b)
+            for _ in batches[1:]:
+                self._wake()
+        return batches[:1]

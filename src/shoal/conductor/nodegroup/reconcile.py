@@ -1,0 +1,93 @@
+"""One pass over a batch of node groups: the phase list, and the only writer.
+
+Skeleton (Cluster API style): list each group's machines in one driver call,
+load the snapshots, choose each group's path (reconcile, delete, or only
+conclude), run the phases, commit the **intent** (new node rows with final
+names and ids, DELETING marks) before any cloud call, act (parallel driver
+calls), conclude (status, conditions, events, requeue) and commit the
+**outcome**. Nothing else in the node group reconciler writes to the database.
+
+Small groups due together go through one pass as a batch (see
+`db.queue.claim_due_groups`): each keeps its own phases, status and requeue
+time; the reads, writes and calls are shared.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime
+
+from shoal.conductor.context import Context
+from shoal.conductor.nodegroup import act, delete, observe, scale, spec, status
+from shoal.conductor.nodegroup.state import Pass, Path
+from shoal.db import outcomes, queue, snapshots
+from shoal.domain import status as st
+from shoal.drivers.contract import TAG_NODEGROUP, Machine, TransientError
+
+
+def reconcile_batch(ctx: Context, uuids: list[str]) -> None:
+    """One pass over node groups `uuids` (the caller holds their leases)."""
+    now = ctx.now()
+    # Listed on this worker's thread, not the driver pool's: a listing does not take
+    # a create's place among the driver's `driver_concurrency` calls.
+    listed = {u: _listing(ctx, u) for u in uuids}
+    # The snapshots are read after the listings: every machine listed had its node
+    # row committed before it was created (intent before action).
+    snaps = snapshots.load_groups(ctx.db, uuids)
+    passes = [Pass.start(snaps[u], now, listed[u]) for u in uuids if u in snaps]
+    for p in passes:
+        plan(ctx, p)
+    acting = [p for p in passes if p.path is not Path.CONCLUDE]
+    scale.settle_names(acting, lambda c, names: snapshots.taken_names(ctx.db, c, names))
+    commit_intent(ctx, acting, now)
+    act.act(ctx, acting)
+    for p in acting:
+        p.flush_updates()
+        if p.path is Path.DELETE:
+            delete.conclude(ctx, p)
+        else:
+            status.conclude(ctx, p)
+    outcomes.apply_groups(ctx.db, [(p.snap, p.w) for p in passes], now, holder=ctx.holder)
+
+
+def plan(ctx: Context, p: Pass) -> None:
+    """Choose the pass's path and run the phases that come before any cloud call."""
+    g = p.snap.group
+    if p.listing_error is not None:
+        p.path = Path.CONCLUDE
+        status.listing_failed(ctx, p)
+    elif g.deleting or p.snap.cluster_deleting:
+        p.path = Path.DELETE
+        delete.plan(p)
+    elif st.is_failed(g.status) and g.observed_generation >= g.generation:
+        p.path = Path.CONCLUDE
+        status.resting(p)  # FAILED waits for a retry (new generation)
+    elif problems := spec.validate(p, ctx.driver.validate):
+        p.path = Path.CONCLUDE
+        status.conclude(ctx, p, permanent="; ".join(problems))
+    else:
+        observe.observe(p)
+        scale.remove_marked(p)
+        scale.scale(p, first_wave=max(queue.BATCH_NODES, ctx.settings.driver_concurrency))
+    p.flush_updates()
+
+
+def commit_intent(ctx: Context, passes: list[Pass], now: datetime) -> None:
+    """Intent before action: write what the calls are about to do, then start each
+    pass's outcome afresh (the new rows keep the ids the write returned)."""
+    intents = [(p.snap, p.w) for p in passes if not p.w.empty()]
+    if not intents:
+        return
+    ids = outcomes.apply_groups(ctx.db, intents, now, holder=ctx.holder)
+    for p in passes:
+        for uid in p.nodes.keys() & ids.keys():
+            p.nodes[uid] = replace(p.nodes[uid], id=ids[uid])
+        p.w = outcomes.GroupWrite()
+
+
+def _listing(ctx: Context, ng_uuid: str) -> list[Machine] | TransientError:
+    """The group's machines, in one driver call; the error when it failed."""
+    try:
+        return ctx.call(lambda: ctx.driver.list_machines({TAG_NODEGROUP: ng_uuid}))
+    except TransientError as exc:
+        return exc

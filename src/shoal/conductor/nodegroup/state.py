@@ -1,0 +1,111 @@
+"""The working state of one pass over one node group: its snapshot, what the cloud
+listed, the node rows as this pass changes them, and the write it builds up.
+
+Phases change a `Pass`; only `reconcile.py` writes it to the database.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from shoal.db import outcomes, snapshots
+from shoal.domain import conditions as cond
+from shoal.domain.model import Node, NodeState
+from shoal.drivers.contract import TAG_NODE, DriverError, Machine, MachineState, TransientError
+
+LIVE = (NodeState.PENDING, NodeState.BUILDING, NodeState.ACTIVE)
+
+
+class Path(enum.Enum):
+    """What a pass does with its group."""
+
+    RECONCILE = "reconcile"  # observe, remove, scale, act, conclude
+    DELETE = "delete"  # delete every machine, then the group
+    CONCLUDE = "conclude"  # nothing to ask the cloud: only the outcome is written
+
+
+@dataclass
+class Pass:
+    """The working state of one pass over one node group."""
+
+    snap: snapshots.GroupSnapshot
+    now: datetime
+    machines: dict[str, Machine]  # by node uuid (the shoal-node tag)
+    nodes: dict[str, Node]  # by uuid; the view as this pass changes it
+    path: Path = Path.RECONCILE
+    listing_error: TransientError | None = None
+    w: outcomes.GroupWrite = field(default_factory=outcomes.GroupWrite)
+    to_ensure: list[str] = field(default_factory=list)  # node uuids
+    to_delete: list[str] = field(default_factory=list)  # machine ids
+    errors: list[DriverError] = field(default_factory=list)
+    delete_errors: dict[str, DriverError] = field(default_factory=dict)
+    progress: bool = False
+    deferred: bool = False  # creates left for the next pass (due at once)
+    _updates: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def start(
+        cls, snap: snapshots.GroupSnapshot, now: datetime, listed: list[Machine] | TransientError
+    ) -> Pass:
+        """A pass over `snap` given the group's listing (or the error listing it)."""
+        # Every pass that ends starts from conditions without a ReconcileError: the
+        # condition says that passes fail, and this one did not.
+        group = replace(
+            snap.group, conditions=cond.remove(snap.group.conditions, cond.RECONCILE_ERROR)
+        )
+        snap = replace(snap, group=group)
+        p = cls(snap, now, {}, {n.uuid: n for n in snap.nodes})
+        if isinstance(listed, TransientError):
+            p.listing_error = listed
+        else:
+            p.machines = {m.tags.get(TAG_NODE, m.machine_id): m for m in listed}
+        return p
+
+    @property
+    def group_uuid(self) -> str:
+        return self.snap.group.uuid
+
+    def set(self, node: Node, **changes: Any) -> Node:
+        """Change a node in the view and queue the same change for the database."""
+        new = replace(node, **changes)
+        self.nodes[node.uuid] = new
+        row = self._updates.setdefault(node.id, {"id": node.id})
+        for k, v in changes.items():
+            row[k] = v.value if isinstance(v, NodeState) else v
+        row["updated_at"] = self.now
+        return new
+
+    def drop(self, node: Node) -> None:
+        """Forget a node row (its machine is gone)."""
+        self.nodes.pop(node.uuid, None)
+        self._updates.pop(node.id, None)
+        self.w.delete_ids.append(node.id)
+
+    def flush_updates(self) -> None:
+        """Move queued node changes into the write."""
+        self.w.updates.extend(self._updates.values())
+        self._updates.clear()
+
+    def event(
+        self, reason: str, message: str, *, warning: bool = False, node: str | None = None
+    ) -> None:
+        self.w.events.append(
+            outcomes.EventIn(
+                reason, message, "Warning" if warning else "Normal", self.snap.group.uuid, node
+            )
+        )
+
+    def retire(self, node: Node) -> None:
+        """Mark a node for deletion: its machine is deleted, then its row."""
+        if node.uuid in self.to_ensure:
+            self.to_ensure.remove(node.uuid)
+        m = self.machines.get(node.uuid)
+        if m is None:
+            self.drop(node)  # never created (or already gone): nothing to delete
+            return
+        self.set(node, state=NodeState.DELETING)
+        if m.state is not MachineState.DELETING:
+            self.to_delete.append(node.uuid)

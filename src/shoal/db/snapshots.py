@@ -1,0 +1,185 @@
+"""Snapshots for the conductor's passes: everything one pass over a node group or a
+cluster needs, read in one consistent transaction, and the small lookups a pass
+makes (names taken in a cluster, which machines have a row).
+
+The statements every pass runs are built once with parameters: building and
+hashing a statement costs more than SQLite running it on a few rows, and a small
+cluster pays it per pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, bindparam, func, select
+
+from shoal.db import convert
+from shoal.db.engine import Database
+from shoal.db.tables import ClusterRow, NodeGroupRow, NodeRow, table_of
+from shoal.domain import model as m
+
+CHUNK = 500
+_CL, _NG, _NODE = (table_of(r) for r in (ClusterRow, NodeGroupRow, NodeRow))
+# A node group with the facts of its cluster that its passes need (one statement).
+_GROUP = (
+    select(
+        *_NG.c,
+        _CL.c.name.label("cluster_name"),
+        _CL.c.attrs.label("cluster_attrs"),
+        _CL.c.deleting.label("cluster_deleting"),
+    )
+    .join(_CL, _CL.c.uuid == _NG.c.cluster_uuid)
+    .where(_NG.c.uuid.in_(bindparam("uuids", expanding=True)))
+)
+_CLUSTER = select(*_CL.c).where(_CL.c.uuid == bindparam("uuid"))
+_GROUP_NODES = (
+    select(*_NODE.c)
+    .where(_NODE.c.nodegroup_uuid.in_(bindparam("uuids", expanding=True)))
+    .order_by(_NODE.c.id)
+)
+_CLUSTER_GROUPS = (
+    select(
+        _NG.c.uuid,
+        _NG.c.name,
+        _NG.c.role,
+        _NG.c.status,
+        _NG.c.status_reason,
+        _NG.c.node_count,
+        _NG.c.deleting,
+    )
+    .where(_NG.c.cluster_uuid == bindparam("uuid"))
+    .order_by(_NG.c.id)
+)
+_IN_GROUPS = _NODE.c.nodegroup_uuid.in_(bindparam("groups", expanding=True))
+_MASTER_LIMIT = 64  # more masters than any etcd cluster runs
+# The ready nodes of some groups: how many (a window count, taken before the
+# limit) and their addresses, oldest first, those without one last.
+_READY_IN_GROUPS = (
+    select(_NODE.c.address, func.count().over().label("ready"))
+    .where(_IN_GROUPS, _NODE.c.state == "ACTIVE")
+    .order_by(_NODE.c.address.is_(None), _NODE.c.created_at, _NODE.c.id)
+    .limit(_MASTER_LIMIT)
+)
+_TAKEN_NAMES = select(_NODE.c.name).where(
+    _NODE.c.name.in_(bindparam("names", expanding=True)),
+    _NODE.c.cluster_uuid == bindparam("cluster"),
+)
+
+
+@dataclass(frozen=True)
+class GroupSnapshot:
+    """Everything one node group pass needs, read in one consistent transaction."""
+
+    group: m.NodeGroup
+    cluster_name: str
+    cluster_attrs: dict[str, Any]
+    cluster_deleting: bool
+    operation_started_at: datetime | None
+    nodes: list[m.Node]
+
+
+@dataclass(frozen=True)
+class GroupSummary:
+    uuid: str
+    name: str
+    role: str
+    status: str
+    status_reason: str | None
+    node_count: int
+    deleting: bool
+
+
+@dataclass(frozen=True)
+class ClusterSnapshot:
+    """Everything one cluster pass needs."""
+
+    cluster: m.Cluster
+    operation_started_at: datetime | None
+    groups: list[GroupSummary]
+    masters_total: int
+    masters_ready: int
+    master_addresses: tuple[str, ...]  # of ready masters, oldest first
+
+
+def load_groups(db: Database, uuids: Collection[str]) -> dict[str, GroupSnapshot]:
+    """`load_group` of several groups in one snapshot (two statements); the groups
+    that are gone, or whose cluster is, are left out."""
+    with db.core_read(snapshot=True) as s:
+        groups = s.execute(_GROUP, {"uuids": list(uuids)}).all()
+        if not groups:
+            return {}
+        nodes: dict[str, list[m.Node]] = {g.uuid: [] for g in groups}
+        for n in s.execute(_GROUP_NODES, {"uuids": list(nodes)}):
+            nodes[n.nodegroup_uuid].append(convert.node_from_row(n))
+        return {
+            ng.uuid: GroupSnapshot(
+                group=convert.nodegroup_from_row(ng),
+                cluster_name=ng.cluster_name,
+                cluster_attrs=dict(ng.cluster_attrs or {}),
+                cluster_deleting=ng.cluster_deleting,
+                operation_started_at=ng.operation_started_at,
+                nodes=nodes[ng.uuid],
+            )
+            for ng in groups
+        }
+
+
+def load_clusters(db: Database, uuids: Collection[str]) -> dict[str, ClusterSnapshot]:
+    """`load_cluster` of several clusters in one snapshot; the gone ones left out."""
+    out: dict[str, ClusterSnapshot] = {}
+    with db.core_read(snapshot=True) as s:
+        for uuid in uuids:
+            snap = _load_cluster(s, uuid)
+            if snap is not None:
+                out[uuid] = snap
+    return out
+
+
+def _load_cluster(s: Connection, uuid: str) -> ClusterSnapshot | None:
+    cl = s.execute(_CLUSTER, {"uuid": uuid}).one_or_none()
+    if cl is None:
+        return None
+    groups = [GroupSummary(*g) for g in s.execute(_CLUSTER_GROUPS, {"uuid": uuid})]
+    master_ids = [g.uuid for g in groups if g.role == m.ROLE_MASTER]
+    up: tuple[str, ...] = ()
+    ready = 0
+    if master_ids:
+        rows = s.execute(_READY_IN_GROUPS, {"groups": master_ids}).all()
+        ready = int(rows[0].ready) if rows else 0
+        up = tuple(r.address for r in rows if r.address is not None)
+    total = sum(g.node_count for g in groups if g.role == m.ROLE_MASTER)
+    return ClusterSnapshot(
+        cluster=convert.cluster_from_row(cl),
+        operation_started_at=cl.operation_started_at,
+        groups=groups,
+        masters_total=total,
+        masters_ready=ready,
+        master_addresses=up,
+    )
+
+
+def taken_names(db: Database, cluster_uuid: str, names: Collection[str]) -> set[str]:
+    """Which of `names` a node of the cluster already has (chunked IN queries on the
+    name index: a pass that adds nodes checks only its new names, not the cluster's)."""
+    found: set[str] = set()
+    want = list(names)
+    with db.core_read() as s:
+        for i in range(0, len(want), CHUNK):
+            chunk = {"names": want[i : i + CHUNK], "cluster": cluster_uuid}
+            found.update(s.scalars(_TAKEN_NAMES, chunk))
+    return found
+
+
+def existing_node_uuids(db: Database, uuids: Collection[str]) -> set[str]:
+    """Which of `uuids` have a node row (chunked IN queries)."""
+    found: set[str] = set()
+    ids = list(uuids)
+    with db.core_read() as s:
+        for i in range(0, len(ids), CHUNK):
+            found.update(
+                s.scalars(select(NodeRow.uuid).where(NodeRow.uuid.in_(ids[i : i + CHUNK])))
+            )
+    return found
