@@ -2,15 +2,17 @@
 
 Every option has a default, bounds and help text. Environment variables named
 `SHOAL_<FIELD>` (for nested trees `SHOAL_<TREE>_<FIELD>`, e.g.
-`SHOAL_SIM_TIME_SCALE`) override the defaults. Nothing reads the environment
-after `Settings.from_env()`.
+`SHOAL_SIM_TIME_SCALE`) override the defaults. Providers (the clouds and hosts
+shoal drives) are named in a YAML file whose path is `SHOAL_CONFIG`
+(`settings_file.py`); with no file there is one provider, `sim`. Nothing reads
+the environment or the file after `Settings.from_env()`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,6 +60,11 @@ class SimSettings:
         "run the sim cloud in a child process of its own, as a real cloud runs apart "
         "from shoal (its calls then cross a local socket)",
     )
+    per_group: bool = _opt(
+        False,
+        "act like a cloud that realises each node group as one stack (Heat): shoal then "
+        "sends a group's members in one call instead of a call per machine",
+    )
 
 
 @dataclass(frozen=True)
@@ -74,8 +81,36 @@ class ConductorSettings:
     requeue_seconds: float = _opt(2.0, "re-check period of a resource still in progress", lo=0.01)
     backoff_max_seconds: float = _opt(60.0, "upper bound of retry backoff", lo=0.1)
     sweep_seconds: float = _opt(60.0, "period of the orphan sweeper", lo=1)
+    provider_check_seconds: float = _opt(
+        60.0, "how often each provider is looked at (reachable, zones, flavors, images)", lo=1
+    )
     driver_rate_per_s: float = _opt(
         0.0, "driver calls per second per process (0 = unlimited); 429s slow it further", lo=0
+    )
+
+
+DRIVERS = ("sim", "openstack", "libvirt")
+# Drivers this version can run; the others are named so that a config file that
+# asks for one gets a clear answer instead of "unknown driver".
+AVAILABLE_DRIVERS = ("sim",)
+DEFAULT_PROVIDER = "sim"
+
+
+@dataclass(frozen=True)
+class ProviderSettings:
+    """One provider: a named cloud or set of hosts, its driver and that driver's settings."""
+
+    name: str = _opt(DEFAULT_PROVIDER, "the name node groups choose it by")
+    driver: str = _opt("sim", "the driver that talks to it: " + ", ".join(DRIVERS))
+    options: Any = _opt(None, "the driver's own typed settings (SimSettings for sim)")
+    rate_per_s: float | None = _opt(
+        None, "driver calls per second to this provider (default: the conductor's)", lo=0
+    )
+    concurrency: int | None = _opt(
+        None, "parallel driver calls to this provider per process (default: all)", lo=1, hi=1024
+    )
+    concurrency_per_target: int | None = _opt(
+        None, "parallel calls per target (one libvirt host) of this provider", lo=1, hi=1024
     )
 
 
@@ -90,13 +125,22 @@ class Settings:
     host: str = _opt("127.0.0.1", "address the API listens on")
     port: int = _opt(9511, "port the API listens on", lo=0, hi=65535)
     public_url: str | None = _opt(None, "base URL used in links; default from the request")
-    driver: str = _opt("sim", "cloud driver: sim")
+    driver: str = _opt("sim", "driver of the embedded default provider when SHOAL_CONFIG is unset")
+    config: str | None = _opt(None, "YAML file naming the providers (SHOAL_CONFIG)")
     conductor: bool = _opt(True, "run the conductor inside `shoal serve`")
     default_project: str = _opt("default", "project of requests without X-Project-Id")
     quota_clusters: int = _opt(20, "clusters per project (Magnum's default)", lo=0)
     page_limit: int = _opt(1000, "default and maximum page size", lo=1, hi=100_000)
     sim: SimSettings = field(default_factory=SimSettings)
     conductor_settings: ConductorSettings = field(default_factory=ConductorSettings)
+    providers: tuple[ProviderSettings, ...] = ()  # () = the embedded default: one sim
+    default_provider: str = DEFAULT_PROVIDER
+
+    def __post_init__(self) -> None:
+        if not self.providers:  # never empty: the embedded default is one sim provider
+            embedded = ProviderSettings(name=DEFAULT_PROVIDER, driver="sim", options=self.sim)
+            object.__setattr__(self, "providers", (embedded,))
+            object.__setattr__(self, "default_provider", DEFAULT_PROVIDER)
 
     @property
     def db_url(self) -> str:
@@ -104,17 +148,40 @@ class Settings:
             return self.database_url
         return f"sqlite:///{self.data_dir / 'shoal.db'}"
 
-    @property
-    def sim_db_url(self) -> str:
-        """Where the sim keeps its world: on PostgreSQL, shoal's database (row
-        locks); embedded, a file of its own beside shoal's. SQLite has one writer
-        per file, and the simulated cloud must not wait on shoal's transactions
-        (nor shoal on its) any more than a real cloud does."""
-        if self.sim.database_url:
-            return self.sim.database_url
+    def provider(self, name: str) -> ProviderSettings:
+        """The provider named `name` (SettingsError when none is)."""
+        for p in self.providers:
+            if p.name == name:
+                return p
+        known = ", ".join(p.name for p in self.providers)
+        raise SettingsError(f"no provider is named {name!r} (providers: {known})")
+
+    def first_sim_db_url(self) -> str | None:
+        """The world of the first sim provider (what `shoal db migrate` copies), if any."""
+        sim = next((p for p in self.providers if p.driver == "sim"), None)
+        return self.sim_db_url(sim) if sim is not None else None
+
+    def sim_db_url(self, provider: ProviderSettings) -> str:
+        """Where a sim provider keeps its world: its own `database_url`, else for the
+        first sim provider shoal's PostgreSQL database (row locks) or, embedded,
+        `sim.db` beside shoal's file; for any other sim provider `sim-<name>.db` in
+        the data directory (two providers, two worlds). SQLite has one writer per
+        file, and the simulated cloud must not wait on shoal's transactions (nor
+        shoal on its) any more than a real cloud does."""
+        sim: SimSettings = provider.options
+        if sim.database_url:
+            return sim.database_url
+        first = next(p for p in self.providers if p.driver == "sim")
+        if provider.name == first.name:
+            if self.database_url:
+                return self.database_url
+            return f"sqlite:///{self.data_dir / 'sim.db'}"
         if self.database_url:
-            return self.database_url
-        return f"sqlite:///{self.data_dir / 'sim.db'}"
+            raise SettingsError(
+                f"sim provider {provider.name!r} needs its own settings.database_url: "
+                "two sim worlds cannot share shoal's PostgreSQL database"
+            )
+        return f"sqlite:///{self.data_dir / f'sim-{provider.name}.db'}"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -124,10 +191,31 @@ class Settings:
         cond = _from_env(
             ConductorSettings, env, "SHOAL_CONDUCTOR_", overrides.pop("conductor_settings", {})
         )
+        providers = overrides.pop("providers", None)
+        default = overrides.pop("default_provider", None)
         settings: Settings = _from_env(
             cls, env, "SHOAL_", overrides, sim=sim, conductor_settings=cond
         )
-        return settings
+        if providers is None:
+            from shoal import settings_file
+
+            providers, default = settings_file.providers(settings)
+        return dataclasses.replace(
+            settings, providers=tuple(providers), default_provider=default or providers[0].name
+        )
+
+
+def check_bounds(obj: Any, key: Callable[[str], str]) -> None:
+    """SettingsError naming (as `key(field)` says) the first numeric field of `obj`
+    outside its bounds."""
+    for f in dataclasses.fields(obj):
+        lo, hi = f.metadata.get("lo"), f.metadata.get("hi")
+        v = getattr(obj, f.name)
+        numeric = isinstance(v, int | float) and not isinstance(v, bool)
+        if numeric and ((lo is not None and v < lo) or (hi is not None and v > hi)):
+            raise SettingsError(
+                f"{key(f.name)}={v} is out of bounds [{lo}, {hi}]: {f.metadata.get('help')}"
+            )
 
 
 def _from_env(
@@ -143,15 +231,7 @@ def _from_env(
         elif key in env:
             values[f.name] = _parse(f, env[key], key)
     obj = cls(**values)
-    for f in dataclasses.fields(cls):
-        lo, hi = f.metadata.get("lo"), f.metadata.get("hi")
-        v = getattr(obj, f.name)
-        numeric = isinstance(v, int | float) and not isinstance(v, bool)
-        if numeric and ((lo is not None and v < lo) or (hi is not None and v > hi)):
-            raise SettingsError(
-                f"{prefix}{f.name.upper()}={v} is out of bounds [{lo}, {hi}]: "
-                f"{f.metadata.get('help')}"
-            )
+    check_bounds(obj, lambda name: prefix + name.upper())
     return obj
 
 

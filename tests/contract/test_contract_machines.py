@@ -21,7 +21,6 @@ def test_capabilities_name_what_the_suite_uses(harness: DriverHarness) -> None:
     assert harness.flavor in caps.flavors
     assert harness.image in caps.images
     assert harness.zone in caps.availability_zones
-    assert caps.max_parallel_creates >= 1
 
 
 def test_ensure_creates_a_tagged_machine_that_becomes_active(harness: DriverHarness) -> None:

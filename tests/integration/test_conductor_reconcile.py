@@ -31,6 +31,7 @@ from shoal.domain import conditions as cond
 from shoal.domain import model as m
 from shoal.domain.errors import NotFound
 from shoal.drivers.contract import MachineSpec
+from shoal.drivers.registry import Providers
 from shoal.drivers.sim.driver import SimDriver
 from shoal.drivers.sim.world import SimWorld
 from shoal.services import clusters, misc, nodegroups, resize
@@ -113,7 +114,7 @@ def _env(url: str, settings: ConductorSettings = FAST_CONDUCTOR) -> Iterator[Env
     def now() -> datetime:
         return utcnow() + skew[0]
 
-    conductor = Conductor(db, SimDriver(world), settings, now=now)
+    conductor = Conductor(db, Providers.of({"sim": SimDriver(world)}), settings, now=now)
     try:
         yield Env(db, world, conductor, skew=skew)
     finally:
@@ -319,7 +320,7 @@ def test_new_node_names_are_unique_in_the_cluster(lite: Env) -> None:
     taken = next(n.name for n in lite.nodes(cid, "m"))
     gid = lite.group(cid, "w").uuid
     snap = snapshots.load_groups(lite.db, [gid])[gid]
-    p = Pass.start(snap, utcnow(), [])
+    p = Pass.start(snap, utcnow(), [], "sim")
     for name in (taken, "twice", "twice", "fresh"):
         uid = f"uuid-{len(p.w.inserts)}"
         p.w.inserts.append({"uuid": uid, "name": name})
@@ -462,13 +463,13 @@ def test_sweeper_deletes_machines_no_row_owns_and_leases_exclude(lite: Env) -> N
     env = lite
     spec = MachineSpec("4d1c0c1e-0000-4000-8000-000000000001", "ghost", "p1", "gone-cluster",
                        "gone-ng", "worker", "m1.small", "fedora-coreos-40")  # fmt: skip
-    env.conductor.ctx.driver.ensure_machine(spec)
+    SimDriver(env.world).ensure_machine(spec)
     cid = env.create("sw", [MASTER, WORKER])
     env.step_until(env.complete(cid))
     assert env.conductor.sweep() == 1
     assert sorted(s.machine_id for s in env.world.servers(state="ACTIVE")) == env.servers(cid)
     # A second conductor cannot claim what the first holds.
-    other = Conductor(env.db, env.conductor.ctx.driver, FAST_CONDUCTOR)
+    other = Conductor(env.db, Providers.of({"sim": SimDriver(env.world)}), FAST_CONDUCTOR)
     env.resize(cid, "w", 3)
     now = env.conductor.ctx.now()
     mine = queue.claim_due(env.db, queue.NODEGROUP, env.conductor.holder, now, 30, 10)

@@ -14,8 +14,9 @@ from shoal.drivers.contract import MachineSpec
 from shoal.drivers.sim.clock import ManualClock
 from shoal.drivers.sim.driver import SimDriver
 from shoal.drivers.sim.world import SimWorld
+from shoal.drivers.registry import Provider, Providers
 from shoal.runtime import Runtime
-from shoal.settings import Settings, SimSettings
+from shoal.settings import ProviderSettings, Settings, SimSettings
 from tests.support.server import LiveServer, free_port
 
 
@@ -29,8 +30,13 @@ class _NoDb:
 @contextmanager
 def _serve(world: SimWorld | None) -> Iterator[httpx.Client]:
     """The real app (Magnum error mapping included) on 127.0.0.1, over real HTTP."""
-    driver: Any = SimDriver(world) if world else None
-    runtime = Runtime(settings=Settings(), db=_NoDb(), driver=driver, sim=world)
+    if world is not None:
+        provider = Provider(ProviderSettings(name="sim"), SimDriver(world), world)
+    else:  # a deployment whose only provider is not a sim
+        other: Any = object()
+        provider = Provider(ProviderSettings(name="east", driver="openstack"), other)
+    providers = Providers([provider], provider.name)
+    runtime = Runtime(settings=Settings(), db=_NoDb(), providers=providers)
     server = LiveServer(runtime, free_port())
     server.start()
     try:
@@ -127,4 +133,4 @@ def test_reset(client: httpx.Client, world: SimWorld) -> None:
 def test_without_the_sim_driver_is_a_conflict() -> None:
     with _serve(None) as client:
         r = client.get("/v1/sim/servers")
-    assert r.status_code == 409 and "not in use" in r.json()["errors"][0]["detail"]
+    assert r.status_code == 409 and "no provider uses the sim" in r.json()["errors"][0]["detail"]

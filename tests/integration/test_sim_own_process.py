@@ -25,6 +25,7 @@ from shoal.db import migrations
 from shoal.db.engine import Database
 from shoal.domain import conditions as cond
 from shoal.drivers.contract import BlockedError, BlockedKind, PermanentError, TransientError
+from shoal.drivers.registry import Providers
 from shoal.drivers.sim.driver import SimDriver
 from shoal.drivers.sim.process import SimProcess
 from shoal.runtime import build_runtime
@@ -44,7 +45,7 @@ def remote(tmp_path: Path) -> Iterator[tuple[Env, SimProcess]]:
     db = Database(f"sqlite:///{tmp_path / 'shoal.db'}")
     migrations.upgrade(db)
     proc = SimProcess(f"sqlite:///{tmp_path / 'sim.db'}", FAST_SIM)
-    conductor = Conductor(db, SimDriver(proc.world), FAST_CONDUCTOR)
+    conductor = Conductor(db, Providers.of({"sim": SimDriver(proc.world)}), FAST_CONDUCTOR)
     try:
         yield Env(db, proc.world, conductor), proc
     finally:
@@ -95,7 +96,7 @@ def test_a_quota_block_from_the_other_process_is_reported_and_resumes(
 def test_close_stops_the_child(tmp_path: Path) -> None:
     settings = Settings(data_dir=tmp_path, sim=replace(FAST_SIM, own_process=True))
     runtime = build_runtime(settings, with_conductor=False)
-    child = runtime.sim_process.pid
+    child = runtime.providers["sim"].process.pid
     assert runtime.sim.servers() == []  # the admin API's world is the proxy
     runtime.close()
     with contextlib.suppress(psutil.NoSuchProcess):

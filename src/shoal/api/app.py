@@ -25,6 +25,7 @@ from shoal.api.routes import (
     misc,
     nodegroups,
     nodegrouptemplates,
+    sim,
 )
 
 # deadlock_detected, serialization_failure, lock_not_available
@@ -209,11 +210,6 @@ def create_app(runtime: Any) -> FastAPI:
         certificates.router,
     ):
         app.include_router(r, prefix="/v1")
-    try:
-        from shoal.api.routes import sim
-    except ImportError:  # the sim admin routes ship with the sim driver
-        sim = None  # type: ignore[assignment]
-    if sim is not None:
-        app.include_router(sim.router, prefix="/v1")
+    app.include_router(sim.router, prefix="/v1")
     app.add_middleware(NormalizePath)
     return app

@@ -56,7 +56,7 @@ def migrate(
 
     settings = _settings()
     src = source or settings.db_url
-    sim_src = sim_source or (source if source else settings.sim_db_url)
+    sim_src = sim_source or (source if source else settings.first_sim_db_url())
     try:
         report = copy_database(
             src, to, progress=lambda line: typer.echo(line, err=True), sim_source_url=sim_src

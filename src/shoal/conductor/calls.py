@@ -1,7 +1,8 @@
 """Driver calls of a pass, run in parallel on the conductor's bounded pool.
 
-Each call goes through the provider's rate limiter; creates are also paced to
-the rate the provider accepts (conductor/throttle.py) and a 429 is retried.
+Each call goes through its provider's limits (rate, concurrency, per target);
+creates are also paced to the rate the provider accepts (conductor/throttle.py)
+and a 429 is retried.
 Creates run in waves of `driver_concurrency`; a wave that meets a quota block
 stops the next waves (the rest would be refused too). While the provider paces
 creates (the throttle learned its rate), a pass starts no create after a time
@@ -21,7 +22,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from functools import partial
 
-from shoal.conductor.context import Context
+from shoal.conductor.context import Context, Provider
 from shoal.domain import placement
 from shoal.drivers.contract import (
     BlockedError,
@@ -46,17 +47,28 @@ class EnsureResult:
     moves: list[tuple[str, str, str]] = field(default_factory=list)  # (from az, to az, why)
 
 
-def _ensure(
-    ctx: Context, spec: MachineSpec, zones: Sequence[str], over: Callable[[], bool]
-) -> EnsureResult | None:
+@dataclass(frozen=True)
+class Ensure:
+    """One machine to create (or find): its provider, its spec, and the zones its
+    group may fall back to on "no valid host"."""
+
+    provider: Provider
+    spec: MachineSpec
+    zones: Sequence[str]
+
+
+def _ensure(ctx: Context, item: Ensure, over: Callable[[], bool]) -> EnsureResult | None:
     """Create (or find) one machine; None when the pass's budget ran out first."""
     if over():
         return None
-    result = EnsureResult(spec)
+    p, zones = item.provider, item.zones
+    result = EnsureResult(item.spec)
     tried: list[str] = []
-    while True:
+    for _ in range(len(zones) + 1):  # each zone at most once, then give up
         try:
-            result.machine = ctx.create(partial(ctx.driver.ensure_machine, result.spec))
+            spec = result.spec
+            make = partial(p.driver.ensure_machine, spec)
+            result.machine = ctx.create(p, make, spec.availability_zone)
             return result
         except BlockedError as exc:
             az = exc.az
@@ -72,13 +84,11 @@ def _ensure(
         except DriverError as exc:
             result.error = exc
             return result
+    return result
 
 
-def ensure_all(
-    ctx: Context, items: Sequence[tuple[MachineSpec, Sequence[str]]], budget: float
-) -> list[EnsureResult]:
-    """Create (or find) the machines of `items` (each spec with the zones its group
-    may fall back to) in order; stop early on a quota block,
+def ensure_all(ctx: Context, items: Sequence[Ensure], budget: float) -> list[EnsureResult]:
+    """Create (or find) the machines of `items` in order; stop early on a quota block,
     or, while the provider paces creates, start none after `budget` seconds (the
     rest are left for the next pass, so that a worker waiting on the provider's
     pace does not keep other groups, the masters first, from being looked at)."""
@@ -87,12 +97,12 @@ def ensure_all(
     start = time.monotonic()
 
     def over() -> bool:
-        paced = ctx.create_throttle.rate is not None
+        paced = any(p.create_throttle.rate is not None for p in ctx.providers.values())
         return paced and time.monotonic() - start >= budget
 
     for i in range(0, len(items), wave):
         futures: list[Future[EnsureResult | None]] = [
-            ctx.pool.submit(_ensure, ctx, spec, zones, over) for spec, zones in items[i : i + wave]
+            ctx.pool.submit(_ensure, ctx, item, over) for item in items[i : i + wave]
         ]
         results = [r for f in futures if (r := f.result()) is not None]
         out.extend(results)
@@ -108,17 +118,18 @@ def _stops(err: DriverError | None) -> bool:
     return isinstance(err, PermanentError | TransientError)
 
 
-def delete_all(ctx: Context, machine_ids: list[str]) -> dict[str, DriverError]:
-    """Delete every machine of `machine_ids` ("not found" is done); the failures."""
+def delete_all(ctx: Context, machines: Sequence[tuple[Provider, str]]) -> dict[str, DriverError]:
+    """Delete every machine of `machines` (provider, machine id); "not found" is done.
+    The failures, by machine id."""
 
-    def one(mid: str) -> DriverError | None:
+    def one(p: Provider, mid: str) -> DriverError | None:
         try:
-            ctx.call(lambda: ctx.driver.delete_machine(mid))
+            ctx.call(p, lambda: p.driver.delete_machine(mid))
             return None
         except DriverError as exc:
             return exc
 
-    futures = {mid: ctx.pool.submit(one, mid) for mid in machine_ids}
+    futures = {mid: ctx.pool.submit(one, p, mid) for p, mid in machines}
     errors: dict[str, DriverError] = {}
     for mid, f in futures.items():
         err = f.result()
@@ -128,14 +139,15 @@ def delete_all(ctx: Context, machine_ids: list[str]) -> dict[str, DriverError]:
 
 
 def warm(ctx: Context) -> None:
-    """Look at the driver's capabilities (a cached lookup, by the contract) once in
+    """Look at each driver's capabilities (a cached lookup, by the contract) once in
     this thread: a driver that keeps a connection per thread (the sim in its own
     process) opens it now, not in the middle of the first pass, where eight
     workers and 32 pool threads opening theirs at once held up the first creates."""
-    try:
-        ctx.driver.capabilities()
-    except Exception:  # the first pass will say what is wrong
-        log.debug("driver warm-up failed", exc_info=True)
+    for p in ctx.providers.values():
+        try:
+            p.driver.capabilities()
+        except Exception:  # the first pass will say what is wrong
+            log.debug("driver warm-up of %s failed", p.name, exc_info=True)
 
 
 def warm_pool(ctx: Context) -> None:

@@ -1,9 +1,17 @@
-"""What every reconciler of one conductor process shares: database, driver, the
-bounded pool of driver calls, the provider's rate limiter, backoff and clock."""
+"""What every reconciler of one conductor process shares: the database, the
+providers (each with its driver and the limits on calls to it), the bounded pool
+of driver calls, backoff and clock.
+
+Limits are keyed by provider and, for a driver whose zones are targets (one
+libvirt host each), by zone as well: a rate limiter and a learned create pace
+per provider, and a bound on concurrent calls per provider and per target.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -13,10 +21,50 @@ from shoal.conductor.backoff import Backoff
 from shoal.conductor.ratelimit import RateLimiter
 from shoal.conductor.throttle import Throttle
 from shoal.db.engine import Database
-from shoal.drivers.contract import Driver, TransientError
+from shoal.drivers.contract import Capabilities, Driver, Feature, TransientError
+from shoal.drivers.registry import Providers
 from shoal.settings import ConductorSettings
 
 T = TypeVar("T")
+
+
+@dataclass
+class Provider:
+    """One provider as the conductor calls it: its driver and the limits on its calls."""
+
+    name: str
+    driver: Driver
+    limiter: RateLimiter
+    slots: threading.BoundedSemaphore  # concurrent calls to this provider
+    per_target: int | None = None  # concurrent calls per target (zones that are hosts)
+    # Creates: paced to the provider's limit as learned from its 429s.
+    create_throttle: Throttle = field(default_factory=Throttle)
+    _targets: dict[str, threading.BoundedSemaphore] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def capabilities(self) -> Capabilities:
+        return self.driver.capabilities()
+
+    def has(self, feature: Feature) -> bool:
+        return self.capabilities().has(feature)
+
+    def target_of(self, zone: str | None) -> str | None:
+        """The target a call about a machine in `zone` goes to (None: the provider)."""
+        if zone is None or self.per_target is None:
+            return None
+        return zone if self.capabilities().zones_are_targets else None
+
+    @contextlib.contextmanager
+    def slot(self, target: str | None) -> Iterator[None]:
+        """Hold one of the provider's concurrent calls (and one of the target's)."""
+        with self.slots:
+            if target is None or self.per_target is None:
+                yield
+                return
+            with self._lock:
+                sem = self._targets.setdefault(target, threading.BoundedSemaphore(self.per_target))
+            with sem:
+                yield
 
 
 @dataclass
@@ -24,41 +72,83 @@ class Context:
     """Long-lived handles passed to every pass (no globals)."""
 
     db: Database
-    driver: Driver
+    providers: dict[str, Provider]
+    default_provider: str
     settings: ConductorSettings
     pool: ThreadPoolExecutor
-    limiter: RateLimiter
     backoff: Backoff
     now: Callable[[], datetime]
     holder: str  # this process's lease holder name; every pass's write is fenced by it
-    # Creates: paced to the provider's limit as learned from its 429s.
-    create_throttle: Throttle = field(default_factory=Throttle)
+    api_url: str = "http://127.0.0.1:9511"  # shoal's API, as nodes are told to reach it
 
-    def call(self, fn: Callable[[], T]) -> T:
-        """One driver call through the rate limiter; a 429 hint holds every caller."""
-        self.limiter.acquire()
-        try:
-            return fn()
-        except TransientError as exc:
-            if exc.retry_after:
-                self.limiter.hold(exc.retry_after)
-            raise
+    @classmethod
+    def build(
+        cls,
+        db: Database,
+        providers: Providers,
+        settings: ConductorSettings,
+        *,
+        now: Callable[[], datetime],
+        holder: str,
+        api_url: str,
+    ) -> Context:
+        """A context over `providers`, each with the limits its settings ask for."""
+        calls: dict[str, Provider] = {}
+        for name, p in providers.items():
+            rate = p.settings.rate_per_s
+            calls[name] = Provider(
+                name=name,
+                driver=p.driver,
+                limiter=RateLimiter(settings.driver_rate_per_s if rate is None else rate),
+                slots=threading.BoundedSemaphore(
+                    p.settings.concurrency or settings.driver_concurrency
+                ),
+                per_target=p.settings.concurrency_per_target,
+            )
+        return cls(
+            db=db,
+            providers=calls,
+            default_provider=providers.default,
+            settings=settings,
+            pool=ThreadPoolExecutor(settings.driver_concurrency, thread_name_prefix="driver"),
+            backoff=Backoff(base=1.0, cap=settings.backoff_max_seconds),
+            now=now,
+            holder=holder,
+            api_url=api_url,
+        )
 
-    def create(self, fn: Callable[[], T], max_refusals: int = 50) -> T:
-        """A create call paced by `create_throttle`; a refusal with a retry-after
+    def provider(self, name: str | None) -> Provider | None:
+        """The provider `name` (None: the default one); None when it is not configured."""
+        return self.providers.get(name or self.default_provider)
+
+    def call(self, p: Provider, fn: Callable[[], T], zone: str | None = None) -> T:
+        """One driver call through the provider's limits; a 429 hint holds every caller."""
+        with p.slot(p.target_of(zone)):
+            p.limiter.acquire()
+            try:
+                return fn()
+            except TransientError as exc:
+                if exc.retry_after:
+                    p.limiter.hold(exc.retry_after)
+                raise
+
+    def create(
+        self, p: Provider, fn: Callable[[], T], zone: str | None = None, max_refusals: int = 50
+    ) -> T:
+        """A create call paced by the provider's throttle; a refusal with a retry-after
         hint (429) is retried after the hint instead of failing the pass."""
         refusals = 0
         while True:
-            self.create_throttle.acquire()
+            p.create_throttle.acquire()
             try:
-                out = self.call(fn)
+                out = self.call(p, fn, zone)
             except TransientError as exc:
                 if exc.retry_after is None or refusals >= max_refusals:
                     raise
                 refusals += 1
-                self.create_throttle.refused(exc.retry_after)
+                p.create_throttle.refused(exc.retry_after)
                 continue
-            self.create_throttle.accepted()
+            p.create_throttle.accepted()
             return out
 
     def requeue_at(self, now: datetime, seconds: float) -> datetime:

@@ -1,7 +1,8 @@
 """Housekeeping of a conductor process, on a thread of its own: the heartbeat (renew
 the leases held, report alive in `conductors`, count live peers, requeue work
-whose generation moved without a due time) and, every `sweep_seconds`, the
-orphan sweeper."""
+whose generation moved without a due time), every `provider_check_seconds` a
+look at each provider (reachable or not, and what it offers: what `GET
+/v1/providers` shows) and, every `sweep_seconds`, the orphan sweeper."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from datetime import datetime
 
 from shoal.conductor import sweeper
 from shoal.conductor.claims import Claims
-from shoal.conductor.context import Context
-from shoal.db import leases, queue, registry
+from shoal.conductor.context import Context, Provider
+from shoal.db import leases, providers, queue, registry
 from shoal.drivers.contract import DriverError
 
 log = logging.getLogger(__name__)
@@ -28,6 +30,7 @@ class Housekeeping:
         self.host = host
         self.wake = wake
         self.last_sweep = 0.0
+        self.last_check = float("-inf")
 
     @property
     def period(self) -> float:
@@ -46,6 +49,12 @@ class Housekeeping:
         if queue.requeue_unobserved(self.ctx.db, now):
             self.wake()
 
+    def check_providers(self) -> None:
+        """Look at every provider now and record what was seen (one row each)."""
+        self.last_check = time.monotonic()
+        for p in self.ctx.providers.values():
+            providers.record(self.ctx.db, check(p, self.ctx.now(), self.host))
+
     def sweep(self) -> int:
         """Delete orphaned machines now; the number deleted."""
         self.last_sweep = time.monotonic()
@@ -59,15 +68,37 @@ class Housekeeping:
         """Heartbeat every period (the first at once: peers, and this process's own
         claims, count it now) and sweep when due, until `stop` is set."""
         first = True
+        settings = self.ctx.settings
         while first or not stop.wait(self.period):
             try:
                 self.heartbeat()
-                due = time.monotonic() - self.last_sweep >= self.ctx.settings.sweep_seconds
-                if not first and due:
+                now = time.monotonic()
+                if now - self.last_check >= settings.provider_check_seconds:
+                    self.check_providers()
+                if not first and now - self.last_sweep >= settings.sweep_seconds:
                     self.sweep()
             except Exception:
                 log.exception("conductor housekeeping failed; continuing")
             first = False
+
+
+def check(p: Provider, now: datetime, host: str) -> providers.Check:
+    """One look at provider `p`: what it offers, or why it cannot be reached."""
+    try:
+        caps = p.driver.check()
+    except DriverError as exc:
+        return providers.Check(p.name, p.driver.name, False, exc.reason, {}, now, host)
+    except Exception as exc:  # a driver bug: say so, do not stop the heartbeat
+        log.exception("checking provider %s failed", p.name)
+        why = f"checking it failed unexpectedly ({type(exc).__name__}: {exc})"
+        return providers.Check(p.name, p.driver.name, False, why, {}, now, host)
+    facts = {
+        "availability_zones": list(caps.availability_zones),
+        "flavors": list(caps.flavors),
+        "images": list(caps.images),
+        "features": sorted(caps.features),
+    }
+    return providers.Check(p.name, p.driver.name, True, None, facts, now, host)
 
 
 def heartbeat_period(lease_seconds: float) -> float:

@@ -27,47 +27,39 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 
 from shoal.conductor import calls, errors
-from shoal.conductor.backoff import Backoff
 from shoal.conductor.claims import Claims
 from shoal.conductor.context import Context
 from shoal.conductor.housekeeping import Housekeeping, heartbeat_period
 from shoal.conductor.kinds import KINDS, Batch, WorkKind
-from shoal.conductor.ratelimit import RateLimiter
 from shoal.db import leases, notify, queue
 from shoal.db.engine import Database
 from shoal.db.types import utcnow
-from shoal.drivers.contract import Driver
+from shoal.drivers.registry import Providers
 from shoal.settings import ConductorSettings
 
 log = logging.getLogger(__name__)
 
 
 class Conductor:
-    """Reconcilers of one process over one database and one driver."""
+    """Reconcilers of one process over one database and the deployment's providers."""
 
     def __init__(
         self,
         db: Database,
-        driver: Driver,
+        providers: Providers,
         settings: ConductorSettings,
         *,
         host: str | None = None,
         now: Callable[[], datetime] = utcnow,
+        api_url: str = "http://127.0.0.1:9511",
     ) -> None:
         self.settings = settings
         # One `conductors` row per process (Magnum lists one per service): several
         # conductors may run on one machine.
         self.host = host or f"{socket.gethostname()}:{os.getpid()}"
         self.holder = f"{self.host}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self.ctx = Context(
-            db=db,
-            driver=driver,
-            settings=settings,
-            pool=ThreadPoolExecutor(settings.driver_concurrency, thread_name_prefix="driver"),
-            limiter=RateLimiter(settings.driver_rate_per_s),
-            backoff=Backoff(base=1.0, cap=settings.backoff_max_seconds),
-            now=now,
-            holder=self.holder,
+        self.ctx = Context.build(
+            db, providers, settings, now=now, holder=self.holder, api_url=api_url
         )
         self._stop = threading.Event()
         # Idle workers sleep on `_cv`; `wake()` rouses one, which rouses the next

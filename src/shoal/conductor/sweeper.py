@@ -10,16 +10,28 @@ from __future__ import annotations
 import logging
 
 from shoal.conductor import calls
-from shoal.conductor.context import Context
+from shoal.conductor.context import Context, Provider
 from shoal.db import snapshots
-from shoal.drivers.contract import TAG_NODE, MachineState
+from shoal.drivers.contract import TAG_NODE, DriverError, MachineState
 
 log = logging.getLogger(__name__)
 
 
 def sweep(ctx: Context) -> int:
-    """One sweep over every machine the driver holds; the number of orphans deleted."""
-    machines = ctx.call(lambda: ctx.driver.list_machines({}))
+    """One sweep over every provider's machines; the number of orphans deleted. A
+    provider that cannot be listed now is skipped (and said so) until the next sweep."""
+    deleted = 0
+    for p in ctx.providers.values():
+        try:
+            deleted += sweep_provider(ctx, p)
+        except DriverError as exc:
+            log.warning("sweeper: cannot list the machines of %s: %s", p.name, exc.reason)
+    return deleted
+
+
+def sweep_provider(ctx: Context, p: Provider) -> int:
+    """One sweep over the machines of provider `p` (one listing)."""
+    machines = ctx.call(p, lambda: p.driver.list_machines({}))
     tagged = {
         m.tags[TAG_NODE]: m
         for m in machines
@@ -30,6 +42,6 @@ def sweep(ctx: Context) -> int:
     owned = snapshots.existing_node_uuids(ctx.db, tagged)
     orphans = [m.machine_id for node, m in tagged.items() if node not in owned]
     if orphans:
-        log.warning("sweeper: deleting %d orphaned machine(s)", len(orphans))
-        calls.delete_all(ctx, orphans)
+        log.warning("sweeper: deleting %d orphaned machine(s) of %s", len(orphans), p.name)
+        calls.delete_all(ctx, [(p, mid) for mid in orphans])
     return len(orphans)

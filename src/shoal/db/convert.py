@@ -11,7 +11,8 @@ from shoal.db import tables as t
 from shoal.domain import model as m
 from shoal.domain import specs
 
-_COUNTS = ("node_count", "min_node_count", "max_node_count")
+# A node group's counts and provider are columns, not part of its JSON spec.
+_COLUMNS = ("node_count", "min_node_count", "max_node_count", "provider")
 
 # A Core row that selects all of a table's columns reads like that table's ORM
 # object (attribute access by column name): the hot reads convert those instead.
@@ -24,8 +25,8 @@ def ngt_spec_to_json(spec: m.NodeGroupSpec) -> dict[str, Any]:
 
 
 def ng_spec_to_json(spec: m.NodeGroupSpec) -> dict[str, Any]:
-    """The JSON part of a node group's spec (its counts are columns)."""
-    return {k: v for k, v in ngt_spec_to_json(spec).items() if k not in _COUNTS}
+    """The JSON part of a node group's spec (its counts and provider are columns)."""
+    return {k: v for k, v in ngt_spec_to_json(spec).items() if k not in _COLUMNS}
 
 
 def ng_spec_from_json(
@@ -57,6 +58,12 @@ def ng_spec_from_json(
         merge_labels=bool(data.get("merge_labels", False)),
         coe_version=data.get("coe_version"),
         vms=tuple(data.get("vms") or ()),
+        provider=data.get("provider"),
+        networks=tuple(data.get("networks") or ()),
+        security_groups=tuple(data.get("security_groups") or ()),
+        placement_policy=data.get("placement_policy"),
+        boot_volume_size=data.get("boot_volume_size"),
+        provider_options=dict(data.get("provider_options") or {}),
     )
 
 
@@ -153,7 +160,7 @@ def nodegroup_from_row(row: t.NodeGroupRow | CoreRow) -> m.NodeGroup:
         name=row.name,
         is_default=row.is_default,
         spec=ng_spec_from_json(
-            {**row.spec, "role": row.role},
+            {**row.spec, "role": row.role, "provider": row.provider},
             (row.node_count, row.min_node_count, row.max_node_count),
         ),
         generation=row.generation,

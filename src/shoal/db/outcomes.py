@@ -51,6 +51,9 @@ class StatusWrite:
     conditions: tuple[m.Condition, ...]
     observed: bool  # set observed_generation = generation
     next_reconcile_at: datetime | None
+    # What the conductor remembers about the group (health.GroupMemory as JSON), written
+    # whatever the generation: it is about the cloud, not the spec. None: unchanged.
+    memory: dict[str, Any] | None = None
 
 
 @dataclass
@@ -97,18 +100,17 @@ def apply_groups(
         events = [_event(sn.group.cluster_id, e, now) for sn, w in writes for e in w.events]
         if events:
             s.execute(_INSERT_EVENTS, events)
-        statuses: dict[bool, list[dict[str, Any]]] = {}
+        statuses: dict[tuple[bool, bool], list[dict[str, Any]]] = {}
         for snap, w in writes:
             g = snap.group
             if w.delete_group:
                 s.execute(delete(NodeRow).where(NodeRow.nodegroup_uuid == g.uuid))
                 s.execute(delete(NodeGroupRow).where(NodeGroupRow.uuid == g.uuid))
             elif w.status is not None:
-                statuses.setdefault(w.status.observed, []).append(
-                    _status_params(g.uuid, w.status, now)
-                )
-        for observed, params in statuses.items():
-            s.execute(_status_stmt(_NG, observed), params)
+                variant = (w.status.observed, w.status.memory is not None)
+                statuses.setdefault(variant, []).append(_status_params(g.uuid, w.status, now))
+        for (observed, memory), params in statuses.items():
+            s.execute(_status_stmt(_NG, observed, memory), params)
         # The wall time of this write (not the pass start) so that a cluster pass
         # that started earlier sees the poke as newer than itself.
         for cluster in dict.fromkeys(
@@ -155,7 +157,7 @@ _STATUS_COLUMNS = ("status", "status_reason", "conditions", "updated_at")
 
 
 @functools.cache
-def _status_stmt(table: Table, observed: bool) -> Any:
+def _status_stmt(table: Table, observed: bool, memory: bool = False) -> Any:
     """The one UPDATE that ends a pass (built once per table and variant): the status
     columns only if the generation is still the one the pass saw (parameters named
     after them), and the requeue time unless someone asked for an earlier pass
@@ -175,6 +177,8 @@ def _status_stmt(table: Table, observed: bool) -> Any:
         (~same, func.coalesce(c.next_reconcile_at, started)),
         else_=bindparam("b_next", type_=UTCDateTime()),
     )
+    if memory:
+        values["memory"] = bindparam("memory", type_=c["memory"].type)
     return update(table).where(c.uuid == bindparam("b_uuid")).values(values)
 
 
@@ -199,6 +203,8 @@ def _status_params(uuid: str, st: StatusWrite, started: datetime) -> dict[str, A
     }
     if st.observed:
         params["observed_generation"] = st.generation
+    if st.memory is not None:
+        params["memory"] = st.memory
     return params
 
 

@@ -19,6 +19,7 @@ from sqlalchemy import Connection, bindparam, func, select
 from shoal.db import convert
 from shoal.db.engine import Database
 from shoal.db.tables import ClusterRow, NodeGroupRow, NodeRow, table_of
+from shoal.domain import health
 from shoal.domain import model as m
 
 CHUNK = 500
@@ -79,6 +80,7 @@ class GroupSnapshot:
     cluster_deleting: bool
     operation_started_at: datetime | None
     nodes: list[m.Node]
+    memory: health.GroupMemory = health.GroupMemory()
 
 
 @dataclass(frozen=True)
@@ -122,6 +124,7 @@ def load_groups(db: Database, uuids: Collection[str]) -> dict[str, GroupSnapshot
                 cluster_deleting=ng.cluster_deleting,
                 operation_started_at=ng.operation_started_at,
                 nodes=nodes[ng.uuid],
+                memory=health.GroupMemory.from_json(ng.memory),
             )
             for ng in groups
         }
@@ -159,6 +162,18 @@ def _load_cluster(s: Connection, uuid: str) -> ClusterSnapshot | None:
         masters_ready=ready,
         master_addresses=up,
     )
+
+
+_PROVIDERS = select(_NG.c.uuid, _NG.c.provider).where(
+    _NG.c.uuid.in_(bindparam("uuids", expanding=True))
+)
+
+
+def providers_of(db: Database, uuids: Collection[str]) -> dict[str, str | None]:
+    """The provider of each node group (None: the default one), in one indexed read:
+    a pass lists a group's machines before it reads the group's snapshot."""
+    with db.core_read() as s:
+        return {u: p for u, p in s.execute(_PROVIDERS, {"uuids": list(uuids)})}
 
 
 def taken_names(db: Database, cluster_uuid: str, names: Collection[str]) -> set[str]:

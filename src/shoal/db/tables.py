@@ -126,6 +126,11 @@ class NodeGroupRow(Timestamps, Base):
     deleting: Mapped[bool] = mapped_column(Boolean, default=False)
     operation_started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     next_reconcile_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), index=True)
+    # The provider its machines live in (None: the deployment's default), fixed at
+    # creation: a group never moves to another cloud with its machines left behind.
+    provider: Mapped[str | None] = mapped_column(String(64), index=True)
+    # What the conductor remembers between passes (domain.health.GroupMemory).
+    memory: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
 
 
 class NodeRow(Base):
@@ -212,6 +217,20 @@ class ClusterCARow(Base):
     key_pem: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     rotated_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+class ProviderRow(Base):
+    """A provider's last check by a conductor: reachable or not (and why), and what it
+    offers (zones, flavors, images, features). The API reads it; conductors write it."""
+
+    __tablename__ = "providers"
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    driver: Mapped[str] = mapped_column(String(32))
+    reachable: Mapped[bool] = mapped_column(Boolean)
+    reason: Mapped[str | None] = mapped_column(Text)
+    facts: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    checked_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    checked_by: Mapped[str] = mapped_column(NAME)
 
 
 def table_of(row_cls: type[Base]) -> Table:

@@ -38,6 +38,8 @@ NODE_GROUPS_NOT_READY = "NodeGroupsNotReady"
 DELETION_IN_PROGRESS = "DeletionInProgress"
 ROLLOUT_PENDING = "RolloutPending"  # nodes run an older image/flavor than the spec
 UNEXPECTED_ERROR = "UnexpectedError"  # a pass raised what no phase expected
+MACHINES_FAILING = "MachinesFailing"  # machines fail to boot: retrying with a growing delay
+MAX_UNHEALTHY = "MaxUnhealthyExceeded"  # too many unhealthy nodes: repairs stopped
 
 
 def get(conds: tuple[Condition, ...], type_: str) -> Condition | None:

@@ -139,6 +139,31 @@ def image_and_flavor(spec: m.NodeGroupSpec, attrs: Mapping[str, Any]) -> tuple[s
     return str(spec.image_id or attrs.get("image_id") or ""), str(flavor)
 
 
+def provider_of(spec: m.NodeGroupSpec, attrs: Mapping[str, Any], known: m.ProviderNames) -> str:
+    """The provider a new node group's machines live in: the group's own `provider`,
+    else its label `provider`, else the cluster's attribute, else the cluster's
+    label (Magnum clients can send only labels), else the deployment's default.
+    Invalid when that provider is not configured."""
+    labels = dict(attrs.get("labels") or {})
+    name = (
+        spec.provider
+        or spec.labels.get("provider")
+        or attrs.get("provider")
+        or labels.get("provider")
+        or known.default
+    )
+    check_provider(str(name), known)
+    return str(name)
+
+
+def check_provider(name: str | None, known: m.ProviderNames, field: str = "provider") -> None:
+    """Invalid when `name` is given and names no configured provider."""
+    if name is not None and name not in known.names:
+        raise Invalid(
+            f"provider {name!r} is not configured (providers: {', '.join(known.names)})", field
+        )
+
+
 def fill_from_cluster(plan: GroupPlan, attrs: Mapping[str, Any]) -> GroupPlan:
     """Fill what a group leaves open from the cluster: image, flavor, volume, labels."""
     spec = plan.spec
@@ -160,9 +185,11 @@ def plan_groups(
     source: Sequence[GroupPlan] = (),
     *,
     allow_zero: bool = True,
+    providers: m.ProviderNames = m.ProviderNames(),
 ) -> list[GroupPlan]:
     """The node groups of a new cluster, checked: request entries, else `source`
-    (template NGTs or a cloned cluster's groups), else the two default groups."""
+    (template NGTs or a cloned cluster's groups), else the two default groups;
+    each with its provider resolved (`provider_of`)."""
     if request.get("node_groups") is not None:
         entries = v.literal(request["node_groups"])
         if not isinstance(entries, list) or not entries:
@@ -173,9 +200,15 @@ def plan_groups(
     else:
         plans = default_groups(attrs)
     plans = apply_counts(mark_defaults(plans), request)
-    plans = [fill_from_cluster(p, attrs) for p in plans]
+    plans = [with_provider(fill_from_cluster(p, attrs), attrs, providers) for p in plans]
     check_groups(plans, allow_zero=allow_zero)
     return plans
+
+
+def with_provider(plan: GroupPlan, attrs: Mapping[str, Any], known: m.ProviderNames) -> GroupPlan:
+    """`plan` with its provider resolved and checked (`provider_of`)."""
+    spec = dataclasses.replace(plan.spec, provider=provider_of(plan.spec, attrs, known))
+    return dataclasses.replace(plan, spec=spec)
 
 
 def check_groups(plans: Sequence[GroupPlan], *, allow_zero: bool = True) -> None:

@@ -89,6 +89,23 @@ class NodeGroupSpec:
     merge_labels: bool = False
     coe_version: str | None = None
     vms: tuple[dict[str, Any], ...] = ()  # role "virt" only (later issue)
+    provider: str | None = None  # the provider its machines live in (fixed at creation)
+    networks: tuple[str, ...] = ()  # default: the cluster's fixed_network
+    security_groups: tuple[str, ...] = ()
+    # How its machines are spread over hosts: None = anti-affinity for masters and
+    # soft-anti-affinity for workers; "none" = no placement group.
+    placement_policy: str | None = None
+    boot_volume_size: int | None = None  # GB; default: the label boot_volume_size
+    provider_options: dict[str, str] = field(default_factory=dict)  # the driver checks them
+
+
+@dataclass(frozen=True)
+class ProviderNames:
+    """The providers a deployment names, and its default (what services check
+    a requested provider against)."""
+
+    names: tuple[str, ...] = ("sim",)
+    default: str = "sim"
 
 
 @dataclass(frozen=True)

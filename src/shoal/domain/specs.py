@@ -37,6 +37,7 @@ def _bool(f: str, x: Any) -> bool | None:
 
 # Magnum attributes a cluster template and a cluster share (stored in `attrs`).
 COMMON_ATTRS: dict[str, Check] = {
+    "provider": v.string,
     "image_id": v.string,
     "flavor_id": v.string,
     "master_flavor_id": v.string,
@@ -107,8 +108,15 @@ NODEGROUP_KEYS = frozenset(
         "merge_labels",
         "coe_version",
         "vms",
+        "provider",
+        "networks",
+        "security_groups",
+        "placement_policy",
+        "boot_volume_size",
+        "provider_options",
     }
 )
+PLACEMENT_POLICIES = ("anti-affinity", "soft-anti-affinity", "affinity", "soft-affinity", "none")
 
 DELETION_POLICIES = tuple(str(p) for p in m.DeletionPolicy)
 
@@ -150,6 +158,16 @@ def apply_ng_attrs(base: m.NodeGroupSpec, attrs: Mapping[str, Any]) -> m.NodeGro
             changes[key] = v.boolean(key, raw)
         elif key == "vms":
             changes[key] = _vms(raw)
+        elif key == "provider":
+            changes[key] = v.string(key, raw)
+        elif key in ("networks", "security_groups"):
+            changes[key] = v.str_list(key, raw)
+        elif key == "placement_policy":
+            changes[key] = None if raw is None else v.choice(key, raw, PLACEMENT_POLICIES)
+        elif key == "boot_volume_size":
+            changes[key] = v.opt_integer(key, raw, lo=1)
+        elif key == "provider_options":
+            changes[key] = v.str_dict(key, raw)
     return dataclasses.replace(base, **changes)
 
 
@@ -181,4 +199,10 @@ def spec_as_attrs(spec: m.NodeGroupSpec) -> dict[str, Any]:
         "health_policy": dataclasses.asdict(spec.health),
         "merge_labels": spec.merge_labels,
         "coe_version": spec.coe_version,
+        "provider": spec.provider,
+        "networks": list(spec.networks),
+        "security_groups": list(spec.security_groups),
+        "placement_policy": spec.placement_policy,
+        "boot_volume_size": spec.boot_volume_size,
+        "provider_options": dict(spec.provider_options),
     }

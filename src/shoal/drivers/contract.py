@@ -48,9 +48,11 @@ class TransientError(DriverError):
 
 
 class BlockedKind(enum.StrEnum):
+    """Why the cloud cannot take a machine now (also why a machine failed, in
+    `Machine.fault_kind`, when it failed for that reason after its create)."""
+
     QUOTA = "quota"
     NO_VALID_HOST = "no_valid_host"
-    RATE_LIMIT = "rate_limit"
 
 
 class BlockedError(DriverError):
@@ -73,6 +75,20 @@ class PermanentError(DriverError):
     """Retrying the same request will not help (unknown flavor or image, bad spec)."""
 
 
+# Nova's words for the failures that block (the sim speaks Nova's language too).
+_FAULT_WORDS = (
+    ("no valid host", BlockedKind.NO_VALID_HOST),
+    ("quota exceeded", BlockedKind.QUOTA),
+)
+
+
+def fault_kind_of(fault: str | None) -> BlockedKind | None:
+    """The blocking reason a cloud's fault message names (Nova: "No valid host was
+    found", "Quota exceeded for instances"), or None for any other failure."""
+    text = (fault or "").lower()
+    return next((kind for words, kind in _FAULT_WORDS if words in text), None)
+
+
 class MachineState(enum.StrEnum):
     BUILDING = "BUILDING"
     ACTIVE = "ACTIVE"
@@ -80,9 +96,39 @@ class MachineState(enum.StrEnum):
     DELETING = "DELETING"
 
 
+class Feature(enum.StrEnum):
+    """Optional capabilities a driver declares in `Capabilities.features`."""
+
+    REBOOT = "reboot"  # reboot_machine works
+    REBUILD = "rebuild"  # rebuild_machine works
+    PER_GROUP = "per-group"  # realises a whole node group at once (GroupDriver)
+
+
+class PlacementPolicy(enum.StrEnum):
+    """How the machines of one placement group are spread over hosts."""
+
+    ANTI_AFFINITY = "anti-affinity"  # never two on one host (masters)
+    SOFT_ANTI_AFFINITY = "soft-anti-affinity"  # apart when possible (workers)
+    AFFINITY = "affinity"
+    SOFT_AFFINITY = "soft-affinity"
+
+
+@dataclass(frozen=True)
+class PlacementGroup:
+    """A set of machines placed together or apart (a Nova server group); shoal makes
+    one per node group, named after it."""
+
+    name: str
+    policy: PlacementPolicy
+
+
 @dataclass(frozen=True)
 class MachineSpec:
-    """What the conductor asks a driver to make. `machine_id` is shoal's node uuid."""
+    """What the conductor asks a driver to make. `machine_id` is shoal's node uuid.
+
+    `user_data` is the bootstrap data shoal rendered for this node (cloud-init);
+    `options` are provider-specific settings of the node group, which the driver
+    checks in `validate` (an unknown option is a problem to report)."""
 
     machine_id: str
     name: str
@@ -95,6 +141,13 @@ class MachineSpec:
     availability_zone: str | None = None
     docker_volume_size: int | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
+    user_data: str | None = None
+    keypair: str | None = None
+    networks: tuple[str, ...] = ()
+    security_groups: tuple[str, ...] = ()
+    placement_group: PlacementGroup | None = None
+    boot_volume_size: int | None = None
+    options: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def tags(self) -> dict[str, str]:
@@ -117,19 +170,41 @@ class Machine:
     availability_zone: str | None = None
     address: str | None = None
     provider_id: str | None = None
-    fault: str | None = None
+    fault: str | None = None  # why it is in ERROR, as the cloud said it
     image_id: str | None = None
     flavor_id: str | None = None
+    # Why it failed, when the cloud failed it for a reason that blocks (no valid
+    # host in its zone, a quota): the conductor then treats it as a refusal of its
+    # create (another zone, or waiting), not as a broken machine to replace.
+    fault_kind: BlockedKind | None = None
 
 
 @dataclass(frozen=True)
 class Capabilities:
-    """What a driver can do, so the conductor and `validate` need no guessing."""
+    """What a driver can do, so the conductor and `validate` need no guessing.
+
+    `zones_are_targets`: each availability zone is one target (a libvirt host),
+    so the conductor limits concurrent calls per zone as well as per provider."""
 
     availability_zones: Sequence[str] = ()
     flavors: Sequence[str] = ()
     images: Sequence[str] = ()
-    max_parallel_creates: int = 16
+    features: frozenset[Feature] = frozenset()
+    zones_are_targets: bool = False
+
+    def has(self, feature: Feature) -> bool:
+        return feature in self.features
+
+
+@dataclass(frozen=True)
+class GroupRequest:
+    """What a per-group driver is asked to realise: a node group with exactly these
+    members (each with its machine id and spec)."""
+
+    nodegroup_id: str
+    project_id: str
+    cluster_id: str
+    members: tuple[MachineSpec, ...]
 
 
 @runtime_checkable
@@ -140,6 +215,12 @@ class Driver(Protocol):
 
     def capabilities(self) -> Capabilities:
         """Static facts about the provider. No remote I/O beyond a cached lookup."""
+        ...
+
+    def check(self) -> Capabilities:
+        """Look at the provider now (remote I/O): refresh what `capabilities` and
+        `validate` use, and return it. Raises TransientError, with the reason, when
+        the provider cannot be reached or refuses shoal's credentials."""
         ...
 
     def validate(self, spec: MachineSpec) -> list[str]:
@@ -175,11 +256,31 @@ class Driver(Protocol):
         ...
 
     def reboot_machine(self, machine_id: str) -> None:
-        """Reboot in place. Idempotent. Raises TransientError or PermanentError
-        (PermanentError when the machine does not exist)."""
+        """Reboot in place (feature REBOOT). Idempotent. Raises TransientError or
+        PermanentError (PermanentError when the machine does not exist, or the
+        driver does not declare the feature)."""
         ...
 
     def rebuild_machine(self, machine_id: str, image_id: str) -> None:
-        """Reinstall with `image_id`, keeping id, name and address. Idempotent.
-        Raises TransientError or PermanentError."""
+        """Reinstall with `image_id`, keeping id, name and address (feature REBUILD).
+        Idempotent. Raises TransientError or PermanentError."""
+        ...
+
+
+@runtime_checkable
+class GroupDriver(Driver, Protocol):
+    """A driver that realises a whole node group at once (feature PER_GROUP: one Heat
+    stack per node group). The conductor never fans out per-machine creates or
+    deletes to it: it sends the group's desired members and watches the listing."""
+
+    def apply_group(self, request: GroupRequest) -> None:
+        """Make the provider's group hold exactly `request.members` (by machine id):
+        create the missing, delete the others. Idempotent; returns once the change
+        is accepted (progress shows in `list_machines`). Raises TransientError,
+        BlockedError or PermanentError for the group as a whole."""
+        ...
+
+    def delete_group(self, nodegroup_id: str) -> None:
+        """Delete the provider's group and every machine in it. Idempotent: an unknown
+        group is done. Raises TransientError only."""
         ...

@@ -36,8 +36,15 @@ PATCHABLE = frozenset(
 )
 
 
-def create(db: Database, caller: Caller, body: dict[str, Any], quota_default: int) -> m.Cluster:
-    """All attributes; from a template; from a cluster (clone); either plus overrides."""
+def create(
+    db: Database,
+    caller: Caller,
+    body: dict[str, Any],
+    quota_default: int,
+    providers: m.ProviderNames = m.ProviderNames(),
+) -> m.Cluster:
+    """All attributes; from a template; from a cluster (clone); either plus overrides.
+    Each node group's provider is resolved against `providers` and kept."""
     v.reject_unknown("cluster", body, CREATE_KEYS)
     name = (
         v.name("name", body["name"], v.CLUSTER_NAME_MAX)
@@ -68,7 +75,13 @@ def create(db: Database, caller: Caller, body: dict[str, Any], quota_default: in
             ct_id, source_id, base = src.cluster_template_id, src.uuid, dict(src.attrs or {})
             source = merge.groups_from_cluster(nodegroups.of_cluster(s, src.uuid))
         attrs = merge.cluster_attrs(base, request_attrs)
-        plans = merge.plan_groups(attrs, group_request, source, allow_zero=caller.at_least(1, 10))
+        plans = merge.plan_groups(
+            attrs,
+            group_request,
+            source,
+            allow_zero=caller.at_least(1, 10),
+            providers=providers,
+        )
         cluster = clusters.insert(
             s,
             project_id=caller.project_id,

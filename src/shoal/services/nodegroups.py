@@ -48,7 +48,13 @@ def _gate_114(caller: Caller, keys: Any) -> None:
                 raise Invalid(f"{k} needs API microversion 1.14 or later", k)
 
 
-def create(db: Database, caller: Caller, cluster_ident: str, body: dict[str, Any]) -> GroupView:
+def create(
+    db: Database,
+    caller: Caller,
+    cluster_ident: str,
+    body: dict[str, Any],
+    providers: m.ProviderNames = m.ProviderNames(),
+) -> GroupView:
     v.reject_unknown("nodegroup", body, CREATE_KEYS)
     _gate_114(caller, body)
     if body.get("name") is None:
@@ -74,9 +80,9 @@ def create(db: Database, caller: Caller, cluster_ident: str, body: dict[str, Any
         if base.role == m.ROLE_MASTER and "role" not in overrides:
             base = dataclasses.replace(base, role=m.ROLE_WORKER)
         spec = specs.apply_ng_attrs(base, overrides)
-        plan = merge.fill_from_cluster(
-            merge.GroupPlan(name, spec, source_id=source_id), cluster.attrs or {}
-        )
+        attrs = cluster.attrs or {}
+        plan = merge.fill_from_cluster(merge.GroupPlan(name, spec, source_id=source_id), attrs)
+        plan = merge.with_provider(plan, attrs, providers)
         v.counts(plan.spec, allow_zero=caller.at_least(1, 10))
         if not plan.spec.image_id:
             raise Invalid("image_id is required", "image_id")

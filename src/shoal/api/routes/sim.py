@@ -1,21 +1,20 @@
 """Admin endpoints of the sim cloud (`/v1/sim/...`): servers, config, quotas, faults, reset.
 
-For tests and demos: they act on the SimWorld of this process (the one the sim
-driver uses), which stores everything in the sim tables, so every process on the
-same world sees the changes. With another driver in use they answer 409.
+For tests and demos: they act on the SimWorld of a sim provider of this process
+(`?provider=NAME`; the first sim provider by default), which stores everything in
+the sim tables, so every process on the same world sees the changes. When no sim
+provider has that name they answer 409.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from shoal.domain.errors import Conflict, Invalid
 from shoal.domain.validation import INT_MAX
-from shoal.drivers.contract import MachineState
-from shoal.drivers.sim.world import SimWorld
 
 router = APIRouter(prefix="/sim", tags=["sim"])
 
@@ -49,7 +48,13 @@ class ConfigPatch(_Body):
 
 class FaultBody(_Body):
     kind: Literal[
-        "quota_exceeded", "no_valid_host", "server_error", "transient", "delete_fails_once"
+        "quota_exceeded",
+        "no_valid_host",
+        "no_valid_host_async",
+        "server_error",
+        "transient",
+        "delete_fails_once",
+        "driver_bug",
     ]
     op: Literal["create", "delete", "list", "reboot", "rebuild", "any"] | None = None
     az: str | None = None
@@ -63,12 +68,19 @@ class FaultBody(_Body):
     retry_after: float | None = Field(None, ge=0, le=86_400)
 
 
-def _world(request: Request) -> SimWorld:
+# The states a sim server may be in (the driver contract's MachineState).
+STATES = ("BUILDING", "ACTIVE", "ERROR", "DELETING")
+
+
+def _world(request: Request) -> Any:
+    """The world of the sim provider named by `?provider=` (default: the first one)."""
     runtime = getattr(request.app.state, "runtime", None)
-    world = getattr(runtime, "sim", None)
+    name = request.query_params.get("provider")
+    world = runtime.providers.sim_world(name) if runtime is not None else None
     if world is None:
-        raise Conflict("the sim driver is not in use")
-    return cast(SimWorld, world)  # the world, or its proxy when it runs in its own process
+        which = f"no sim provider is named {name!r}" if name else "no provider uses the sim"
+        raise Conflict(f"{which}; the sim admin API acts on sim providers only")
+    return world  # the world, or its proxy when it runs in its own process
 
 
 @router.get("/servers")
@@ -79,32 +91,39 @@ def list_servers(
     state: str | None = None,
 ) -> dict[str, Any]:
     """Every server of the sim cloud, optionally filtered by cluster, node group or state."""
-    if state is not None and state not in MachineState.__members__:
-        raise Invalid(f"state must be one of {', '.join(MachineState)}", field="state")
+    if state is not None and state not in STATES:
+        raise Invalid(f"state must be one of {', '.join(STATES)}", field="state")
     servers = _world(request).servers(cluster=cluster, nodegroup=nodegroup, state=state)
     return {"servers": [s.as_dict() for s in servers]}
 
 
 @router.get("/config")
 def get_config(request: Request) -> dict[str, Any]:
-    return _world(request).config()
+    config: dict[str, Any] = _world(request).config()
+    return config
 
 
 @router.patch("/config")
 def patch_config(request: Request, body: ConfigPatch) -> dict[str, Any]:
     """Change latencies, time scale, rate limit, jitter, zones or capacity; seen by all."""
-    return _world(request).patch_config(body.model_dump(exclude_unset=True, exclude_none=True))
+    changes = body.model_dump(exclude_unset=True, exclude_none=True)
+    config: dict[str, Any] = _world(request).patch_config(changes)
+    return config
 
 
 @router.get("/quotas/{project_id}")
 def get_quota(request: Request, project_id: str) -> dict[str, Any]:
-    return _world(request).quota(project_id)
+    quota: dict[str, Any] = _world(request).quota(project_id)
+    return quota
 
 
 @router.put("/quotas/{project_id}")
 def put_quota(request: Request, project_id: str, body: QuotaBody) -> dict[str, Any]:
     """Set a project's limits; resources left out keep their current limit."""
-    return _world(request).set_quota(project_id, body.model_dump(exclude_none=True))
+    quota: dict[str, Any] = _world(request).set_quota(
+        project_id, body.model_dump(exclude_none=True)
+    )
+    return quota
 
 
 @router.get("/faults")
@@ -115,7 +134,8 @@ def list_faults(request: Request) -> dict[str, Any]:
 @router.post("/faults", status_code=201)
 def add_fault(request: Request, body: FaultBody) -> dict[str, Any]:
     """Add a fault rule; the answer carries its id."""
-    return _world(request).add_fault(body.model_dump(exclude_unset=True))
+    rule: dict[str, Any] = _world(request).add_fault(body.model_dump(exclude_unset=True))
+    return rule
 
 
 @router.delete("/faults/{fault_id}", status_code=204)

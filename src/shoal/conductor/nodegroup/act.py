@@ -1,19 +1,30 @@
 """Act: the driver calls of a batch of passes, after their intent is committed.
 
-Deletes first, then creates as one set of waves for all the groups (masters'
-waves first: the control plane boots before the workers queue). Each answer is
-folded into its own pass's view.
+Per machine: deletes first, then creates as one set of waves for all the groups
+(masters' waves first: the control plane boots before the workers queue), each
+through its provider's limits. A provider that realises whole node groups
+(feature PER_GROUP) gets one call per group instead: the group's members, or the
+group's deletion. Each answer is folded into its own pass's view.
 """
 
 from __future__ import annotations
 
 from shoal.conductor import calls
-from shoal.conductor.context import Context
+from shoal.conductor.context import Context, Provider
 from shoal.conductor.nodegroup import spec
 from shoal.conductor.nodegroup.observe import fold
-from shoal.conductor.nodegroup.state import Pass
+from shoal.conductor.nodegroup.state import Pass, Path
+from shoal.domain import health
 from shoal.domain.model import ROLE_MASTER, NodeState
-from shoal.drivers.contract import MachineSpec, MachineState
+from shoal.drivers.contract import (
+    BlockedError,
+    BlockedKind,
+    DriverError,
+    Feature,
+    GroupDriver,
+    GroupRequest,
+    MachineState,
+)
 
 # While creates are paced by the provider's rate limit (the throttle learned a
 # pace), a pass starts no create after this long; its remaining intent rows are
@@ -24,26 +35,45 @@ CREATE_PASS_BUDGET_S = 0.5
 
 
 def act(ctx: Context, passes: list[Pass]) -> None:
-    """Call the provider for the passes of a batch; fold the answers into each pass."""
-    deletes = {mid: p for p in passes for mid in p.to_delete}
-    if deletes:
-        for mid, err in calls.delete_all(ctx, list(deletes)).items():
-            deletes[mid].delete_errors[mid] = err
-    owner: dict[str, Pass] = {}
-    tiers: tuple[list[tuple[MachineSpec, list[str]]], ...] = ([], [])
+    """Call the providers for the passes of a batch; fold the answers into each pass."""
+    per_machine: list[tuple[Pass, Provider]] = []
     for p in passes:
+        provider = ctx.provider(p.provider)
+        if provider is None:
+            continue  # plan() made it a pass that only concludes
+        if provider.has(Feature.PER_GROUP):
+            _per_group(ctx, p, provider)
+        else:
+            per_machine.append((p, provider))
+    _deletes(ctx, per_machine)
+    _creates(ctx, per_machine)
+
+
+def _deletes(ctx: Context, passes: list[tuple[Pass, Provider]]) -> None:
+    owner = {mid: p for p, _ in passes for mid in p.to_delete}
+    if owner:
+        machines = [(prov, mid) for p, prov in passes for mid in p.to_delete]
+        for mid, err in calls.delete_all(ctx, machines).items():
+            owner[mid].delete_errors[mid] = err
+
+
+def _creates(ctx: Context, passes: list[tuple[Pass, Provider]]) -> None:
+    owner: dict[str, Pass] = {}
+    tiers: tuple[list[calls.Ensure], ...] = ([], [])
+    for p, provider in passes:
         # Every row is committed here, with its id (the snapshot's, or the intent
         # write's RETURNING).
-        zones = list(p.snap.group.spec.availability_zones)
+        zones = p.open_zones()
         tier = tiers[0 if p.snap.group.spec.role == ROLE_MASTER else 1]
         for uid in p.to_ensure:
             if uid in p.nodes:
                 owner[uid] = p
-                tier.append((spec.machine_spec(p, p.nodes[uid]), zones))
+                node_spec = spec.machine_spec(p, p.nodes[uid], ctx.api_url)
+                tier.append(calls.Ensure(provider, node_spec, zones))
     if not owner:
         return
-    errors_before = {id(p): len(p.errors) for p in passes}
-    asked = {id(p): 0 for p in passes}
+    errors_before = {id(p): len(p.errors) for p, _ in passes}
+    asked = {id(p): 0 for p, _ in passes}
     answered = dict(asked)
     for uid in owner:
         asked[id(owner[uid])] += 1
@@ -53,6 +83,7 @@ def act(ctx: Context, passes: list[Pass]) -> None:
         answered[id(p)] += 1
         node = p.nodes[r.spec.machine_id]
         for frm, to, why in r.moves:
+            p.memory = health.block_zone(p.memory, frm, p.now)
             p.event(
                 "NoValidHost",
                 f"no valid host in {frm} for node {node.name} ({why}); placed it in {to}",
@@ -66,10 +97,45 @@ def act(ctx: Context, passes: list[Pass]) -> None:
                 p.set(node, state=NodeState.BUILDING)
             p.progress = True
         elif r.error is not None:
-            p.errors.append(r.error)
+            _refused(p, r.error)
             if node.reason != r.error.reason:
                 p.set(node, reason=r.error.reason)
-    for p in passes:
+    for p, _ in passes:
         # Stopped by the time budget, not by an error: the rest go in the next pass.
         stopped = answered[id(p)] < asked[id(p)] and len(p.errors) == errors_before[id(p)]
         p.deferred = p.deferred or stopped
+
+
+def _refused(p: Pass, err: DriverError) -> None:
+    """A refusal of a create: kept for the outcome; a zone without room is avoided."""
+    p.errors.append(err)
+    if isinstance(err, BlockedError) and err.kind is BlockedKind.NO_VALID_HOST and err.az:
+        p.memory = health.block_zone(p.memory, err.az, p.now)
+
+
+def _per_group(ctx: Context, p: Pass, provider: Provider) -> None:
+    """One call for the whole group: its members (what is not being deleted), or its
+    deletion. Progress shows in the next pass's listing."""
+    driver = provider.driver
+    assert isinstance(driver, GroupDriver)
+    g = p.snap.group
+    try:
+        if p.path is Path.DELETE:
+            if p.to_delete:
+                ctx.call(provider, lambda: driver.delete_group(g.uuid))
+            return
+        if not (p.to_ensure or p.to_delete):
+            return  # nothing changes: the listing tells the rest
+        members = tuple(
+            spec.machine_spec(p, n, ctx.api_url)
+            for n in p.nodes.values()
+            if n.state is not NodeState.DELETING
+        )
+        request = GroupRequest(g.uuid, g.project_id, g.cluster_id, members)
+        ctx.call(provider, lambda: driver.apply_group(request))
+        p.progress = True
+    except DriverError as exc:
+        if p.path is Path.DELETE:
+            p.delete_errors[g.uuid] = exc
+        else:
+            _refused(p, exc)

@@ -1,17 +1,28 @@
 """Observe: fold the group's listing (one driver call) into its node rows: states,
-addresses and zones as they come, lost and failed machines, orphans."""
+addresses and zones as they come, and what failed.
+
+A failed machine is one of three things (domain/health.py decides the rules):
+- refused after all: its fault says "no valid host" (that zone is avoided, the
+  node is placed again elsewhere) or "quota exceeded" (the group waits);
+- a failed boot (never ready): replaced after a delay that grows with each round;
+- unhealthy (it was ready, then failed or vanished): repaired, unless the group's
+  health policy says too many are unhealthy; then they are kept and repairs stop.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from shoal.conductor.nodegroup.state import Pass
+from shoal.domain import conditions as cond
+from shoal.domain import health
 from shoal.domain.model import Node, NodeState
-from shoal.drivers.contract import Machine, MachineState
+from shoal.drivers.contract import BlockedError, BlockedKind, Machine, MachineState
 
 
 def observe(p: Pass) -> None:
-    """Fold the listing into the node rows: states, addresses, zones, failures."""
+    """Fold the listing into the node rows, then decide about what failed."""
+    ready_before = sum(1 for n in p.nodes.values() if n.state is NodeState.ACTIVE)
     for node in list(p.nodes.values()):
         m = p.machines.get(node.uuid)
         if node.state is NodeState.DELETING:
@@ -23,13 +34,9 @@ def observe(p: Pass) -> None:
         if m is None:
             if node.state in (NodeState.PENDING, NodeState.BUILDING):
                 p.to_ensure.append(node.uuid)
-            else:  # ACTIVE or ERROR and the machine is gone: replace it
-                p.event(
-                    "MachineLost",
-                    f"machine of node {node.name} is gone; replacing it",
-                    warning=True,
-                    node=node.uuid,
-                )
+            elif node.ready_at is not None:
+                _unhealthy(p, node, "its machine is gone")
+            else:
                 p.drop(node)
             continue
         fold(p, node, m)
@@ -37,6 +44,12 @@ def observe(p: Pass) -> None:
     for mid, m in p.machines.items():
         if mid not in owned and m.state is not MachineState.DELETING:
             p.to_delete.append(m.machine_id)  # tagged for this group, no row: an orphan
+    ready = sum(1 for n in p.nodes.values() if n.state is NodeState.ACTIVE)
+    if ready > ready_before:
+        p.memory = health.recovered(p.memory)
+    if p.failed_boots:
+        p.memory = health.failed(p.memory, p.now, p.failed_boots[-1])
+    repair(p)
 
 
 def fold(p: Pass, node: Node, m: Machine) -> None:
@@ -51,19 +64,97 @@ def fold(p: Pass, node: Node, m: Machine) -> None:
     if m.state is MachineState.DELETING:
         changes["state"] = NodeState.DELETING
     elif m.state is MachineState.ERROR:
-        reason = m.fault or "the cloud reports the server in ERROR"
-        p.event(
-            "MachineError",
-            f"node {node.name} failed ({reason}); replacing it",
-            warning=True,
-            node=node.uuid,
-        )
-        changes.update(state=NodeState.DELETING, reason=reason)
-        p.to_delete.append(node.uuid)
+        if changes:
+            node = p.set(node, **changes)
+        _failed(p, node, m)
+        return
     elif m.state is MachineState.ACTIVE and node.state is not NodeState.ACTIVE:
-        changes.update(state=NodeState.ACTIVE, ready_at=p.now, reason=None)
+        changes.update(state=NodeState.ACTIVE, ready_at=node.ready_at or p.now, reason=None)
     elif m.state is MachineState.BUILDING and node.state is NodeState.PENDING:
         changes["state"] = NodeState.BUILDING
     if changes:
         p.progress = True
         p.set(node, **changes)
+
+
+def _failed(p: Pass, node: Node, m: Machine) -> None:
+    """A machine in ERROR: refused after all, a failed boot, or an unhealthy node."""
+    fault = m.fault or "the cloud reports the machine in ERROR without a reason"
+    zone = m.availability_zone or node.availability_zone
+    if m.fault_kind is BlockedKind.NO_VALID_HOST:
+        if zone is not None:
+            p.memory = health.block_zone(p.memory, zone, p.now)
+        p.errors.append(BlockedError(fault, BlockedKind.NO_VALID_HOST, az=zone))
+        others = ", ".join(z for z in p.open_zones()) or "no other zone of the group"
+        where = f" in {zone}" if zone else ""
+        p.event(
+            "NoValidHost",
+            f"node {node.name} failed: no valid host{where} ({fault}); placing a new node in "
+            f"{others}",
+            warning=True,
+            node=node.uuid,
+        )
+        _replace(p, node, fault)
+    elif m.fault_kind is BlockedKind.QUOTA:
+        p.errors.append(BlockedError(fault, BlockedKind.QUOTA))
+        p.failed_boots.append(fault)
+        p.event("QuotaExceeded", f"node {node.name} failed: {fault}", warning=True, node=node.uuid)
+        _replace(p, node, fault)
+    elif node.ready_at is None:
+        p.failed_boots.append(fault)
+        p.event(
+            "MachineError",
+            f"node {node.name} failed to boot ({fault}); it will be replaced",
+            warning=True,
+            node=node.uuid,
+        )
+        _replace(p, node, fault)
+    else:
+        _unhealthy(p, node, f"its machine failed ({fault})")
+
+
+def _replace(p: Pass, node: Node, reason: str) -> None:
+    """Delete the node's machine and forget the node: scaling adds a new one."""
+    p.set(node, state=NodeState.DELETING, reason=reason)
+    if p.machines.get(node.uuid) is not None:
+        p.to_delete.append(node.uuid)
+    else:
+        p.drop(p.nodes[node.uuid])
+
+
+def _unhealthy(p: Pass, node: Node, why: str) -> None:
+    """A node that was ready and is not any more: repaired or kept (`repair`)."""
+    if node.state is not NodeState.ERROR or node.reason != why:
+        node = p.set(node, state=NodeState.ERROR, reason=why)
+    p.unhealthy.append(node)
+
+
+def repair(p: Pass) -> None:
+    """Replace the unhealthy nodes, unless more than the health policy's
+    `max_unhealthy_percent` of the desired nodes are unhealthy: then keep them (for
+    inspection) and stop repairing until someone acts."""
+    if not p.unhealthy:
+        return
+    g = p.snap.group
+    limit = g.spec.health.max_unhealthy_percent
+    bad, desired = len(p.unhealthy), g.spec.node_count
+    if health.repairs_allowed(bad, desired, limit):
+        for node in p.unhealthy:
+            p.event(
+                "Repairing",
+                f"node {node.name} was ready, but {node.reason}; replacing it",
+                warning=True,
+                node=node.uuid,
+            )
+            _replace(p, node, node.reason or "unhealthy")
+        p.unhealthy = []
+        return
+    names = ", ".join(n.name for n in p.unhealthy[:10]) + (" ..." if bad > 10 else "")
+    p.repairs_stopped = (
+        f"repairs stopped: {bad} of {desired} node(s) are unhealthy ({names}), more than "
+        f"health_policy.max_unhealthy_percent ({limit} %) allows; they are kept for "
+        "inspection. Remove them (resize --nodes-to-remove) or raise the limit (PATCH "
+        "health_policy), and repairs resume"
+    )
+    if not any(c.reason == cond.MAX_UNHEALTHY for c in g.conditions):
+        p.event("RepairsStopped", f"node group {g.name}: {p.repairs_stopped}", warning=True)

@@ -28,13 +28,15 @@ from shoal.drivers.contract import TAG_NODEGROUP, Machine, TransientError
 def reconcile_batch(ctx: Context, uuids: list[str]) -> None:
     """One pass over node groups `uuids` (the caller holds their leases)."""
     now = ctx.now()
+    found = snapshots.providers_of(ctx.db, uuids)
+    providers = {u: found[u] or ctx.default_provider for u in uuids if u in found}
     # Listed on this worker's thread, not the driver pool's: a listing does not take
     # a create's place among the driver's `driver_concurrency` calls.
-    listed = {u: _listing(ctx, u) for u in uuids}
+    listed = {u: _listing(ctx, providers[u], u) for u in providers}
     # The snapshots are read after the listings: every machine listed had its node
     # row committed before it was created (intent before action).
-    snaps = snapshots.load_groups(ctx.db, uuids)
-    passes = [Pass.start(snaps[u], now, listed[u]) for u in uuids if u in snaps]
+    snaps = snapshots.load_groups(ctx.db, list(providers))
+    passes = [Pass.start(snaps[u], now, listed[u], providers[u]) for u in uuids if u in snaps]
     for p in passes:
         plan(ctx, p)
     acting = [p for p in passes if p.path is not Path.CONCLUDE]
@@ -53,7 +55,11 @@ def reconcile_batch(ctx: Context, uuids: list[str]) -> None:
 def plan(ctx: Context, p: Pass) -> None:
     """Choose the pass's path and run the phases that come before any cloud call."""
     g = p.snap.group
-    if p.listing_error is not None:
+    provider = ctx.provider(p.provider)
+    if provider is None:
+        p.path = Path.CONCLUDE
+        status.conclude(ctx, p, permanent=unconfigured(ctx, p.provider))
+    elif p.listing_error is not None:
         p.path = Path.CONCLUDE
         status.listing_failed(ctx, p)
     elif g.deleting or p.snap.cluster_deleting:
@@ -62,7 +68,7 @@ def plan(ctx: Context, p: Pass) -> None:
     elif st.is_failed(g.status) and g.observed_generation >= g.generation:
         p.path = Path.CONCLUDE
         status.resting(p)  # FAILED waits for a retry (new generation)
-    elif problems := spec.validate(p, ctx.driver.validate):
+    elif problems := spec.validate(p, provider.driver.validate):
         p.path = Path.CONCLUDE
         status.conclude(ctx, p, permanent="; ".join(problems))
     else:
@@ -85,9 +91,22 @@ def commit_intent(ctx: Context, passes: list[Pass], now: datetime) -> None:
         p.w = outcomes.GroupWrite()
 
 
-def _listing(ctx: Context, ng_uuid: str) -> list[Machine] | TransientError:
-    """The group's machines, in one driver call; the error when it failed."""
+def _listing(ctx: Context, name: str, ng_uuid: str) -> list[Machine] | TransientError:
+    """The group's machines, in one driver call; the error when it failed (nothing
+    when the provider is not configured: the pass says so)."""
+    provider = ctx.provider(name)
+    if provider is None:
+        return []
     try:
-        return ctx.call(lambda: ctx.driver.list_machines({TAG_NODEGROUP: ng_uuid}))
+        return ctx.call(provider, lambda: provider.driver.list_machines({TAG_NODEGROUP: ng_uuid}))
     except TransientError as exc:
         return exc
+
+
+def unconfigured(ctx: Context, name: str) -> str:
+    """Why a group whose provider left the configuration cannot be reconciled."""
+    known = ", ".join(ctx.providers)
+    return (
+        f"provider {name!r} is not configured in this deployment (providers: {known}); "
+        "name it again in the config file (SHOAL_CONFIG): its machines are left as they are"
+    )

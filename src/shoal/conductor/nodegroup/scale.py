@@ -12,8 +12,11 @@ from typing import Any
 
 from shoal.conductor.nodegroup import spec
 from shoal.conductor.nodegroup.state import LIVE, Pass
-from shoal.domain import deletion, naming, placement
+from shoal.domain import deletion, health, naming, placement
 from shoal.domain.model import Node, NodeState
+from shoal.drivers.contract import BlockedError, BlockedKind
+
+HOLDING = (*LIVE, NodeState.ERROR)
 
 # Which of some names a node of a cluster already has: (cluster uuid, names) -> taken.
 TakenNames = Callable[[str, Collection[str]], set[str]]
@@ -36,7 +39,8 @@ def scale(p: Pass, first_wave: int) -> None:
     written; the next pass, due at once, adds the rest. A small group is added
     whole: an extra pass would cost it a listing."""
     g = p.snap.group
-    live = [n for n in p.nodes.values() if n.state in LIVE and not n.to_delete]
+    # Unhealthy nodes kept by the health policy's breaker hold their places.
+    live = [n for n in p.nodes.values() if n.state in HOLDING and not n.to_delete]
     desired = g.spec.node_count
     if len(live) > desired:
         victims = deletion.choose(live, len(live) - desired, g.spec.deletion_policy)
@@ -49,16 +53,40 @@ def scale(p: Pass, first_wave: int) -> None:
         for v in victims:
             p.retire(v)
     elif len(live) < desired:
+        if _waiting(p):
+            return
         count = desired - len(live)
         if not p.snap.nodes and count > first_wave:
             count, p.deferred = first_wave, True
         add(p, count, live)
 
 
+def _waiting(p: Pass) -> bool:
+    """Whether new machines must wait: machines keep failing (the retry delay has not
+    passed), or every zone of the group had no valid host lately."""
+    hold = health.retry_at(p.memory)
+    if hold is not None and hold > p.now:
+        p.waiting_until = hold
+        return True
+    if p.zones and not p.open_zones():
+        ends = [t for z, t in p.memory.zone_blocks.items() if z in p.zones]
+        p.waiting_until = min(ends)
+        zones = ", ".join(p.zones)
+        if not any(isinstance(e, BlockedError) for e in p.errors):
+            p.errors.append(
+                BlockedError(
+                    f"no valid host in any zone of the group ({zones}) lately",
+                    BlockedKind.NO_VALID_HOST,
+                )
+            )
+        return True
+    return False
+
+
 def add(p: Pass, count: int, live: list[Node]) -> None:
     """Write intent rows for `count` new nodes: final name, uuid and zone."""
     g = p.snap.group
-    zones = placement.spread(g.spec.availability_zones, [n.availability_zone for n in live], count)
+    zones = placement.spread(p.open_zones(), [n.availability_zone for n in live], count)
     taken = {n.name for n in p.nodes.values()}
     names: list[str] = []
     for _ in zones:  # against the group's names and those drawn here; settle_names checks

@@ -1,5 +1,6 @@
 """What the driver is asked to make for one node: the machine spec, from the group's
-spec and its cluster's attributes (one fallback chain, `merge.image_and_flavor`)."""
+spec and its cluster's attributes (one fallback chain for image and flavor,
+`merge.image_and_flavor`), with the node's bootstrap data."""
 
 from __future__ import annotations
 
@@ -7,35 +8,67 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from shoal.conductor.nodegroup.state import Pass
-from shoal.domain import merge
-from shoal.domain.model import Node, NodeState
-from shoal.drivers.contract import MachineSpec
+from shoal.domain import bootstrap, merge
+from shoal.domain.model import ROLE_MASTER, Node, NodeState
+from shoal.drivers.contract import MachineSpec, PlacementGroup, PlacementPolicy
 
 
-def machine_spec(p: Pass, node: Node) -> MachineSpec:
+def machine_spec(p: Pass, node: Node, api_url: str) -> MachineSpec:
     """The spec of `node`'s machine (its uuid is the machine id)."""
     g, a = p.snap.group, p.snap.cluster_attrs
-    image, flavor = merge.image_and_flavor(g.spec, a)
+    spec = g.spec
+    image, flavor = merge.image_and_flavor(spec, a)
+    identity = bootstrap.NodeIdentity(
+        node.uuid, node.name, g.cluster_id, g.uuid, g.project_id, spec.role
+    )
+    network = a.get("fixed_network")
     return MachineSpec(
         machine_id=node.uuid,
         name=node.name,
         project_id=g.project_id,
         cluster_id=g.cluster_id,
         nodegroup_id=g.uuid,
-        role=g.spec.role,
+        role=spec.role,
         flavor_id=flavor,
         image_id=image,
         availability_zone=node.availability_zone,
-        docker_volume_size=g.spec.docker_volume_size or a.get("docker_volume_size"),
-        labels=dict(g.spec.node_labels),
+        docker_volume_size=spec.docker_volume_size or a.get("docker_volume_size"),
+        labels=dict(spec.node_labels),
+        user_data=bootstrap.user_data(identity, api_url) if node.name else None,
+        keypair=a.get("keypair"),
+        networks=spec.networks or ((str(network),) if network else ()),
+        security_groups=spec.security_groups,
+        placement_group=placement_group(p),
+        boot_volume_size=spec.boot_volume_size or _label_int(spec.labels, "boot_volume_size"),
+        options=dict(spec.provider_options),
     )
 
 
-def probe(p: Pass) -> MachineSpec:
-    """The spec any new node of the group would get (no zone): for validation and for
-    the image and flavor recorded on new node rows."""
+def placement_group(p: Pass) -> PlacementGroup | None:
+    """One placement group per node group: its machines kept apart (masters always,
+    workers when possible) unless the group asks otherwise ("none": no group)."""
     g = p.snap.group
-    return machine_spec(p, Node(0, "", "", g.cluster_id, g.uuid, g.project_id, NodeState.PENDING))
+    policy = g.spec.placement_policy
+    if policy == "none":
+        return None
+    if policy is None:
+        master = g.spec.role == ROLE_MASTER
+        policy = PlacementPolicy.ANTI_AFFINITY if master else PlacementPolicy.SOFT_ANTI_AFFINITY
+    return PlacementGroup(f"shoal-{g.uuid}", PlacementPolicy(policy))
+
+
+def _label_int(labels: dict[str, str], key: str) -> int | None:
+    """A positive integer label (Magnum's `boot_volume_size`), else None."""
+    raw = labels.get(key, "")
+    return int(raw) if raw.isdigit() and int(raw) > 0 else None
+
+
+def probe(p: Pass) -> MachineSpec:
+    """The spec any new node of the group would get (no zone, no bootstrap data): for
+    validation and for the image and flavor recorded on new node rows."""
+    g = p.snap.group
+    node = Node(0, "", "", g.cluster_id, g.uuid, g.project_id, NodeState.PENDING)
+    return machine_spec(p, node, "")
 
 
 def validate(p: Pass, problems_of: Callable[[MachineSpec], list[str]]) -> list[str]:
@@ -45,6 +78,6 @@ def validate(p: Pass, problems_of: Callable[[MachineSpec], list[str]]) -> list[s
     if not spec.image_id:
         problems.append("the node group has no image_id")
     problems += problems_of(spec) if not problems else []
-    for az in p.snap.group.spec.availability_zones:
+    for az in p.zones:
         problems += problems_of(replace(spec, availability_zone=az))
     return sorted(set(problems))

@@ -13,6 +13,7 @@ from typing import Any
 
 from shoal.db import outcomes, snapshots
 from shoal.domain import conditions as cond
+from shoal.domain import health
 from shoal.domain.model import Node, NodeState
 from shoal.drivers.contract import TAG_NODE, DriverError, Machine, MachineState, TransientError
 
@@ -35,6 +36,8 @@ class Pass:
     now: datetime
     machines: dict[str, Machine]  # by node uuid (the shoal-node tag)
     nodes: dict[str, Node]  # by uuid; the view as this pass changes it
+    provider: str  # the provider the group's machines live in
+    memory: health.GroupMemory  # what the conductor remembers, as this pass changes it
     path: Path = Path.RECONCILE
     listing_error: TransientError | None = None
     w: outcomes.GroupWrite = field(default_factory=outcomes.GroupWrite)
@@ -44,20 +47,32 @@ class Pass:
     delete_errors: dict[str, DriverError] = field(default_factory=dict)
     progress: bool = False
     deferred: bool = False  # creates left for the next pass (due at once)
+    failed_boots: list[str] = field(default_factory=list)  # the cloud's faults, this pass
+    unhealthy: list[Node] = field(default_factory=list)  # were ready; machine failed or gone
+    repairs_stopped: str | None = None  # why, when the health policy's breaker tripped
+    waiting_until: datetime | None = None  # no create before then (failures, full zones)
     _updates: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def start(
-        cls, snap: snapshots.GroupSnapshot, now: datetime, listed: list[Machine] | TransientError
+        cls,
+        snap: snapshots.GroupSnapshot,
+        now: datetime,
+        listed: list[Machine] | TransientError,
+        provider: str,
     ) -> Pass:
-        """A pass over `snap` given the group's listing (or the error listing it)."""
+        """A pass over `snap` in `provider`, given the group's listing (or the error
+        listing it)."""
         # Every pass that ends starts from conditions without a ReconcileError: the
         # condition says that passes fail, and this one did not.
         group = replace(
             snap.group, conditions=cond.remove(snap.group.conditions, cond.RECONCILE_ERROR)
         )
         snap = replace(snap, group=group)
-        p = cls(snap, now, {}, {n.uuid: n for n in snap.nodes})
+        memory = health.expire_blocks(snap.memory, now)
+        if snap.group.observed_generation < snap.group.generation:
+            memory = health.recovered(memory)  # a new request: try at once again
+        p = cls(snap, now, {}, {n.uuid: n for n in snap.nodes}, provider, memory)
         if isinstance(listed, TransientError):
             p.listing_error = listed
         else:
@@ -67,6 +82,15 @@ class Pass:
     @property
     def group_uuid(self) -> str:
         return self.snap.group.uuid
+
+    @property
+    def zones(self) -> tuple[str, ...]:
+        """The zones the group spreads over (none: the cloud chooses)."""
+        return self.snap.group.spec.availability_zones
+
+    def open_zones(self) -> list[str]:
+        """The group's zones not blocked by "no valid host" now."""
+        return health.open_zones(self.zones, self.memory, self.now)
 
     def set(self, node: Node, **changes: Any) -> Node:
         """Change a node in the view and queue the same change for the database."""

@@ -19,9 +19,10 @@ from shoal.conductor.context import Context
 from shoal.conductor.nodegroup.state import Pass
 from shoal.db import outcomes
 from shoal.domain import conditions as cond
+from shoal.domain import health
 from shoal.domain import status as st
 from shoal.domain.model import ROLE_MASTER, Condition, Node, NodeState
-from shoal.drivers.contract import BlockedError, PermanentError, TransientError
+from shoal.drivers.contract import BlockedError, BlockedKind, PermanentError, TransientError
 
 DEFAULT_CREATE_TIMEOUT_MIN = 60
 PROGRESS_REQUEUE_S = 0.2
@@ -63,22 +64,19 @@ def conclude(ctx: Context, p: Pass, permanent: str | None = None) -> None:
     if perm:
         outcome, reason = st.Outcome.FAILED, f"{perm} (fix the node group and retry)"
         conds = cond.set_false(conds, cond.READY, cond.FAILED, perm, now)
+    elif p.repairs_stopped:
+        outcome, reason = st.Outcome.FAILED, p.repairs_stopped
+        conds = cond.set_false(conds, cond.READY, cond.MAX_UNHEALTHY, reason, now)
     elif ready == desired == len(live) and not going and not p.errors:
         outcome, reason = st.Outcome.COMPLETE, None
         conds = cond.set_true(conds, cond.READY, cond.AS_EXPECTED, progress, now)
         conds, reason = _up_to_date(p, live, conds)
     else:
         outcome = st.Outcome.IN_PROGRESS
-        if blocked is not None:
-            reason = f"BLOCKED: {blocked.reason}"
-            conds = cond.set_false(conds, cond.READY, cond.BLOCKED, blocked.reason, now)
-        elif transient is not None:
-            reason = f"retrying after a transient cloud error: {transient.reason}; {progress}"
-            conds = cond.set_false(conds, cond.READY, cond.RETRYING, transient.reason, now)
-        else:
-            why = cond.SCALING_DOWN if going or len(live) > desired else cond.PROVISIONING
-            reason = progress
-            conds = cond.set_false(conds, cond.READY, why, progress, now)
+        why, reason = _in_progress(
+            p, progress, blocked, transient, bool(going) or len(live) > desired
+        )
+        conds = cond.set_false(conds, cond.READY, why, reason, now)
         limit = create_timeout(p.snap.cluster_attrs)
         if now - _clock_start(started, conds) > limit:
             outcome = st.Outcome.FAILED
@@ -90,7 +88,11 @@ def conclude(ctx: Context, p: Pass, permanent: str | None = None) -> None:
         nxt: datetime | None = ctx.requeue_at(now, ctx.settings.sweep_seconds)  # resync
     elif outcome is st.Outcome.FAILED:
         nxt = None
-    elif blocked is not None or transient is not None:
+    elif p.waiting_until is not None:
+        # Machines keep failing, or no zone has room: look again when the wait ends,
+        # or sooner when nodes are booting.
+        nxt = min(p.waiting_until, ctx.requeue_at(now, recheck_in(ctx, p)))
+    elif (blocked is not None and not p.progress) or transient is not None:
         since = cond.get(conds, cond.READY)
         waited = (
             (now - since.last_transition).total_seconds() if since and since.last_transition else 0
@@ -107,8 +109,15 @@ def conclude(ctx: Context, p: Pass, permanent: str | None = None) -> None:
         nxt = max(now, ctx.now())
     else:
         nxt = ctx.requeue_at(now, recheck_in(ctx, p))
+    memory = p.memory.to_json() if p.memory != p.snap.memory else None
     p.w.status = outcomes.StatusWrite(
-        g.generation, new_status, reason, conds, outcome is not st.Outcome.IN_PROGRESS, nxt
+        g.generation,
+        new_status,
+        reason,
+        conds,
+        outcome is not st.Outcome.IN_PROGRESS,
+        nxt,
+        memory,
     )
     # The cluster pass follows status changes, a block starting or ending (the
     # cluster's reason quotes it) and masters (API address, ControlPlaneReady);
@@ -119,6 +128,53 @@ def conclude(ctx: Context, p: Pass, permanent: str | None = None) -> None:
         or _is_blocked(reason) != _is_blocked(g.status_reason)
         or (p.progress and g.spec.role == ROLE_MASTER)
     )
+
+
+def _in_progress(
+    p: Pass,
+    progress: str,
+    blocked: BlockedError | None,
+    transient: TransientError | None,
+    scaling_down: bool,
+) -> tuple[str, str]:
+    """The Ready condition's reason and the status_reason of a group in progress: the
+    cloud's own words when it refuses or fails machines, and what happens next."""
+    mem, now = p.memory, p.now
+    full = [z for z in health.blocked_zones(mem, now) if z in p.zones]
+    if blocked is not None or full:
+        if full and p.open_zones():
+            text = (
+                f"no valid host in {', '.join(full)} lately; placing nodes in "
+                f"{', '.join(p.open_zones())}"
+            )
+            if blocked is not None and blocked.kind is BlockedKind.NO_VALID_HOST:
+                text += f" (the cloud said: {blocked.reason})"
+        else:
+            text = blocked.reason if blocked is not None else "no valid host in any zone"
+        if p.waiting_until is not None:
+            text += f"; trying again in {_seconds(p.waiting_until - now)}"
+        return cond.BLOCKED, f"BLOCKED: {text}; {progress}"
+    if p.waiting_until is not None and mem.failures:
+        return cond.MACHINES_FAILING, (
+            f"{progress}; machines failed to boot {mem.failures} time(s) in a row, the cloud "
+            f"says: {mem.last_fault!r}; trying again in {_seconds(p.waiting_until - now)} "
+            "(if it keeps failing, check the image, flavor, network and the cloud's "
+            "capacity; nothing else is needed once the cause is fixed)"
+        )
+    if transient is not None:
+        return cond.RETRYING, (
+            f"retrying after a transient cloud error: {transient.reason}; {progress}"
+        )
+    if p.failed_boots:
+        return cond.MACHINES_FAILING, (
+            f"{progress}; a machine failed to boot, the cloud says: {p.failed_boots[-1]!r}; "
+            "replacing it"
+        )
+    return (cond.SCALING_DOWN if scaling_down else cond.PROVISIONING), progress
+
+
+def _seconds(delta: timedelta) -> str:
+    return f"{max(0.0, delta.total_seconds()):.0f} s"
 
 
 def retry_events(p: Pass, limit: int = 10) -> None:

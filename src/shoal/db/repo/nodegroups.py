@@ -60,6 +60,7 @@ def new_values(
         "min_node_count": spec.min_node_count,
         "max_node_count": spec.max_node_count,
         "spec": convert.ng_spec_to_json(spec),
+        "provider": spec.provider,
         "source_id": plan.source_id,
         "version": spec.coe_version,
         "generation": 1,

@@ -3,6 +3,10 @@
 Each method is one world `api` call: one simulated API latency, then the action. Database
 trouble (a locked SQLite file, a dropped PostgreSQL connection) is mapped to
 TransientError here, at the driver's edge, as a real driver maps its SDK's errors.
+
+With `per_group` the driver declares the PER_GROUP feature and acts like a cloud
+that realises a node group as one stack (Heat): the conductor then sends each
+group's desired members in one `apply_group` call instead of a call per machine.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 
 from shoal.drivers.contract import (
     Capabilities,
+    Feature,
+    GroupRequest,
     Machine,
     MachineSpec,
     TransientError,
@@ -24,15 +30,17 @@ from shoal.drivers.sim.world import SimWorld
 
 T = TypeVar("T")
 
+FEATURES = frozenset({Feature.REBOOT, Feature.REBUILD})
+
 
 class SimDriver:
     """The `sim` driver: machines are rows of a SimWorld (see docs/drivers.md)."""
 
     name = "sim"
 
-    def __init__(self, world: SimWorld, max_parallel_creates: int = 32) -> None:
+    def __init__(self, world: SimWorld, *, per_group: bool = False) -> None:
         self.world = world
-        self._max_parallel = max_parallel_creates
+        self.features = FEATURES | {Feature.PER_GROUP} if per_group else FEATURES
 
     def capabilities(self) -> Capabilities:
         """Zones from the world's config (cached), flavors and images from the catalog."""
@@ -40,11 +48,17 @@ class SimDriver:
             availability_zones=tuple(self.world.cached().config.availability_zones),
             flavors=tuple(catalog.FLAVORS),
             images=tuple(catalog.IMAGES),
-            max_parallel_creates=self._max_parallel,
+            features=self.features,
         )
 
+    def check(self) -> Capabilities:
+        """Read the world's config now (it is the sim's "API"). TransientError when its
+        database cannot be reached."""
+        _edge(lambda: self.world.config())
+        return self.capabilities()
+
     def validate(self, spec: MachineSpec) -> list[str]:
-        """Unknown flavor, image or zone, from the in-memory catalog; never raises."""
+        """Unknown flavor, image, zone or option, from the in-memory catalog; never raises."""
         problems = []
         if spec.flavor_id not in catalog.FLAVORS:
             known = ", ".join(catalog.FLAVORS)
@@ -56,6 +70,8 @@ class SimDriver:
         az = spec.availability_zone
         if az is not None and az not in zones:
             problems.append(f"availability zone {az!r} does not exist (zones: {', '.join(zones)})")
+        for key in sorted(spec.options):
+            problems.append(f"option {key!r} is not an option of the sim driver (it has none)")
         return problems
 
     def ensure_machine(self, spec: MachineSpec) -> Machine:
@@ -80,6 +96,15 @@ class SimDriver:
     def rebuild_machine(self, machine_id: str, image_id: str) -> None:
         """Idempotent for the same image while it rebuilds. Transient or Permanent."""
         _edge(lambda: self.world.api("rebuild", machine_id, machine_id, image_id))
+
+    def apply_group(self, request: GroupRequest) -> None:
+        """One call for the whole group (feature PER_GROUP). Transient, Blocked or
+        Permanent; what was done before a refusal stays."""
+        _edge(lambda: self.world.api("apply_group", request.nodegroup_id, request))
+
+    def delete_group(self, nodegroup_id: str) -> None:
+        """Every machine of the group starts going; an unknown group is done."""
+        _edge(lambda: self.world.api("delete_group", nodegroup_id, nodegroup_id))
 
 
 def _edge(call: Callable[[], T]) -> T:

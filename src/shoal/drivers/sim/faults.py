@@ -20,6 +20,8 @@ class FaultKind(enum.StrEnum):
     QUOTA_EXCEEDED = "quota_exceeded"  # create: BlockedError(QUOTA)
     NO_VALID_HOST = "no_valid_host"  # create: BlockedError(NO_VALID_HOST, az)
     SERVER_ERROR = "server_error"  # create succeeds; the server ends in ERROR
+    NO_VALID_HOST_ASYNC = "no_valid_host_async"  # create succeeds; ERROR "No valid host"
+    DRIVER_BUG = "driver_bug"  # list or create raises what no driver may (KeyError)
     TRANSIENT = "transient"  # any op: TransientError (HTTP 500/503/429)
     DELETE_FAILS_ONCE = "delete_fails_once"  # the first delete of a server fails
 
@@ -38,12 +40,17 @@ _KIND_OP = {
     FaultKind.QUOTA_EXCEEDED: Op.CREATE,
     FaultKind.NO_VALID_HOST: Op.CREATE,
     FaultKind.SERVER_ERROR: Op.CREATE,
+    FaultKind.NO_VALID_HOST_ASYNC: Op.CREATE,
     FaultKind.DELETE_FAILS_ONCE: Op.DELETE,
 }
+# The op a rule of this kind applies to when it names none.
+_DEFAULT_OP = {FaultKind.DRIVER_BUG: Op.LIST}
 DEFAULT_MESSAGES = {
     FaultKind.QUOTA_EXCEEDED: "quota exceeded: instances (injected fault)",
     FaultKind.NO_VALID_HOST: "No valid host was found. There are not enough hosts available.",
     FaultKind.SERVER_ERROR: "Build of instance aborted: Failed to allocate the network(s).",
+    FaultKind.NO_VALID_HOST_ASYNC: "No valid host was found. There are not enough hosts available.",
+    FaultKind.DRIVER_BUG: "'flavorRef' (an injected bug: the driver raised KeyError)",
     FaultKind.TRANSIENT: "Internal Server Error (HTTP 500)",
     FaultKind.DELETE_FAILS_ONCE: "Conflict: cannot delete instance while it is in task_state "
     "deleting; please retry (HTTP 409)",
@@ -122,13 +129,15 @@ def check_rule(body: dict[str, Any]) -> dict[str, Any]:
     except ValueError:
         kinds = ", ".join(k.value for k in FaultKind)
         raise Invalid(f"fault kind must be one of: {kinds}", field="kind") from None
-    default_op = _KIND_OP.get(kind, Op.CREATE)
+    default_op = _KIND_OP.get(kind, _DEFAULT_OP.get(kind, Op.CREATE))
     try:
         op = Op(body.get("op") or default_op)
     except ValueError:
         raise Invalid("op must be one of: " + ", ".join(o.value for o in Op), field="op") from None
     if kind in _KIND_OP and op is not default_op:
         raise Invalid(f"a {kind} fault applies to {default_op} only", field="op")
+    if kind is FaultKind.DRIVER_BUG and op not in (Op.LIST, Op.CREATE):
+        raise Invalid("a driver_bug fault applies to list or create", field="op")
     prob = body.get("probability", 1.0)
     if prob is None or not 0.0 <= float(prob) <= 1.0:
         raise Invalid("probability must be between 0 and 1", field="probability")

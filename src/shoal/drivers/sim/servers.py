@@ -44,6 +44,7 @@ class SimServer:
             fault=self.fault,
             image_id=self.image,
             flavor_id=self.flavor,
+            fault_kind=contract.fault_kind_of(self.fault),
         )
 
     def as_dict(self) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from shoal.drivers.contract import (
     BlockedError,
     BlockedKind,
     DriverError,
+    GroupRequest,
     MachineSpec,
     MachineState,
     PermanentError,
@@ -98,7 +99,7 @@ class SimWorld(AdminOps):
             raise PermanentError(f"image {spec.image_id!r} does not exist in the sim cloud")
         with self._txn(write=True) as conn:
             out = self._create(conn, spec, flavor)
-        if isinstance(out, DriverError):
+        if isinstance(out, Exception):
             raise out
         assert out is not None  # a new server is never gone already
         return out
@@ -123,6 +124,33 @@ class SimWorld(AdminOps):
             raise PermanentError(f"image {image_id!r} does not exist in the sim cloud")
         with self._txn(write=True) as conn:
             err = self._restart(conn, machine_id, image_id, Op.REBUILD)
+        if err is not None:
+            raise err
+
+    def apply_group(self, request: GroupRequest) -> None:
+        """Make node group `request.nodegroup_id` hold exactly `request.members`, in one
+        call, as a Heat stack update does: delete the servers not named, create the
+        missing ones; the first refusal stops the update (what was done stays)."""
+        for spec in request.members:
+            if spec.flavor_id not in catalog.FLAVORS:
+                raise PermanentError(f"flavor {spec.flavor_id!r} does not exist in the sim cloud")
+            if spec.image_id not in catalog.IMAGES:
+                raise PermanentError(f"image {spec.image_id!r} does not exist in the sim cloud")
+        want = {m.machine_id for m in request.members}
+        with self._txn(write=True) as conn:
+            err = self._empty_group(conn, request.nodegroup_id, keep=want)
+            for spec in request.members:
+                if err is not None:
+                    break
+                out = self._create(conn, spec, catalog.FLAVORS[spec.flavor_id])
+                err = out if isinstance(out, Exception) else None
+        if err is not None:
+            raise err
+
+    def delete_group(self, nodegroup: str) -> None:
+        """Delete every server of a node group (a stack delete); unknown is done."""
+        with self._txn(write=True) as conn:
+            err = self._empty_group(conn, nodegroup, keep=set())
         if err is not None:
             raise err
 
@@ -178,6 +206,8 @@ class SimWorld(AdminOps):
             "list": self.find,
             "reboot": self.reboot,
             "rebuild": self.rebuild,
+            "apply_group": self.apply_group,
+            "delete_group": self.delete_group,
         }
         self.pause(op, key)
         return calls[op](*args)
@@ -197,7 +227,7 @@ class SimWorld(AdminOps):
 
     def _create(
         self, conn: Connection, spec: MachineSpec, flavor: catalog.Flavor
-    ) -> SimServer | DriverError | None:
+    ) -> SimServer | Exception | None:
         snap = self._load(conn)
         cfg = snap.config
         now = cfg.sim_now(self._clock.now())
@@ -223,7 +253,7 @@ class SimWorld(AdminOps):
         for rule in snap.faults:
             if not _matches(rule, Op.CREATE, az, tags, flavor.name):
                 continue
-            if rule.kind is FaultKind.SERVER_ERROR:
+            if rule.kind in (FaultKind.SERVER_ERROR, FaultKind.NO_VALID_HOST_ASYNC):
                 if fault is None and self._fires(conn, cfg, rule, spec.machine_id, False):
                     fault = rule.text
             elif self._fires(conn, cfg, rule, spec.machine_id, True):
@@ -246,7 +276,7 @@ class SimWorld(AdminOps):
         self._add_usage(conn, spec.project_id, az, need, +1)
         return view([pk[0] if c.name == "seq" else values[c.name] for c in _ROW], now)
 
-    def _delete(self, conn: Connection, machine_id: str) -> DriverError | None:
+    def _delete(self, conn: Connection, machine_id: str) -> Exception | None:
         snap = self._load(conn)
         cfg = snap.config
         now = cfg.sim_now(self._clock.now())
@@ -269,9 +299,19 @@ class SimWorld(AdminOps):
         self._add_usage(conn, row.project, row.az, Quota(1, row.vcpus, row.ram_mb), -1)
         return None
 
+    def _empty_group(self, conn: Connection, nodegroup: str, keep: set[str]) -> Exception | None:
+        """Start deleting the servers of `nodegroup` not in `keep`; the first refusal."""
+        rows = conn.execute(
+            select(_S.c.machine_id).where(_S.c.nodegroup == nodegroup, _S.c.deleting_at.is_(None))
+        ).all()
+        for (mid,) in rows:
+            if mid not in keep and (err := self._delete(conn, mid)) is not None:
+                return err
+        return None
+
     def _restart(
         self, conn: Connection, machine_id: str, image: str | None, op: Op
-    ) -> DriverError | None:
+    ) -> Exception | None:
         snap = self._load(conn)
         cfg = snap.config
         now = cfg.sim_now(self._clock.now())
@@ -322,7 +362,7 @@ class SimWorld(AdminOps):
 
     def _fire_first(
         self, conn: Connection, cfg: SimConfig, rules: list[FaultRule], key: str, az: str | None
-    ) -> DriverError | None:
+    ) -> Exception | None:
         for rule in rules:
             if self._fires(conn, cfg, rule, key, True):
                 return _error(rule, az)
@@ -382,8 +422,11 @@ def _matches(
     return rule.matches(op, az, cluster, tags.get(contract.TAG_NODEGROUP, ""), flavor)
 
 
-def _error(rule: FaultRule, az: str | None) -> DriverError:
-    """The error an injected fault raises, shaped like Nova's."""
+def _error(rule: FaultRule, az: str | None) -> Exception:
+    """The error an injected fault raises, shaped like Nova's (a driver bug: what
+    no driver may raise, to prove that shoal's conductor survives it)."""
+    if rule.kind is FaultKind.DRIVER_BUG:
+        return KeyError(rule.text)
     if rule.kind is FaultKind.QUOTA_EXCEEDED:
         return BlockedError(rule.text, BlockedKind.QUOTA)
     if rule.kind is FaultKind.NO_VALID_HOST:

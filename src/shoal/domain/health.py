@@ -1,0 +1,121 @@
+"""Failing machines, as pure decisions: how long a group waits before it replaces
+machines that keep failing, which zones it avoids after "no valid host", and
+when it stops repairing (the health policy's circuit breaker).
+
+- **Boot failures.** A machine that fails before it was ever ready (ERROR while
+  booting, or a quota fault) is a failed attempt. Each pass that sees new
+  failures is one more round; the next replacement waits `failure_delay(rounds)`
+  (3 s, 6 s, 12 s, ... up to 10 minutes), so a group whose every boot fails makes
+  at most five rounds of machines in its first minute. A node that becomes ready
+  resets the count.
+- **Zones without room.** "No valid host" in a zone, synchronous or as a machine's
+  fault, blocks that zone for the group for `ZONE_BLOCK_S`; new machines go to
+  the group's other zones meanwhile.
+- **Repairs.** A node that was ready and whose machine failed or vanished is
+  unhealthy. It is replaced unless that would mean more than
+  `max_unhealthy_percent` of the group's desired nodes are unhealthy: then
+  repairs stop, the unhealthy nodes are kept for inspection, and the group says
+  why (Cluster API's maxUnhealthy).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+FIRST_RETRY_S = 3.0
+MAX_RETRY_S = 600.0
+ZONE_BLOCK_S = 300.0
+FAULT_MAX = 300  # characters of the cloud's fault message kept
+
+
+@dataclass(frozen=True)
+class GroupMemory:
+    """What the conductor remembers about a group between passes."""
+
+    failures: int = 0  # rounds of failed boots since a node of the group was last ready
+    last_failure_at: datetime | None = None
+    last_fault: str | None = None  # the cloud's words for the last failure
+    zone_blocks: Mapping[str, datetime] = field(default_factory=dict)  # zone -> until
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "failures": self.failures,
+            "last_failure_at": self.last_failure_at.isoformat() if self.last_failure_at else None,
+            "last_fault": self.last_fault,
+            "zone_blocks": {z: t.isoformat() for z, t in self.zone_blocks.items()},
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> GroupMemory:
+        if not data:
+            return cls()
+        at = data.get("last_failure_at")
+        return cls(
+            failures=int(data.get("failures") or 0),
+            last_failure_at=datetime.fromisoformat(at) if at else None,
+            last_fault=data.get("last_fault"),
+            zone_blocks={
+                z: datetime.fromisoformat(t) for z, t in (data.get("zone_blocks") or {}).items()
+            },
+        )
+
+
+def failure_delay(rounds: int) -> float:
+    """Seconds to wait before replacing machines after `rounds` rounds of failures."""
+    if rounds <= 0:
+        return 0.0
+    return min(MAX_RETRY_S, FIRST_RETRY_S * 2.0 ** (rounds - 1))
+
+
+def failed(mem: GroupMemory, now: datetime, fault: str) -> GroupMemory:
+    """One more round of failed boots, seen now; `fault` is the cloud's message."""
+    return replace(
+        mem, failures=mem.failures + 1, last_failure_at=now, last_fault=fault[:FAULT_MAX]
+    )
+
+
+def recovered(mem: GroupMemory) -> GroupMemory:
+    """A node became ready: failures so far no longer slow the group down."""
+    if mem.failures == 0 and mem.last_fault is None:
+        return mem
+    return replace(mem, failures=0, last_failure_at=None, last_fault=None)
+
+
+def retry_at(mem: GroupMemory) -> datetime | None:
+    """When the group may replace failed machines again (None: now)."""
+    if mem.failures == 0 or mem.last_failure_at is None:
+        return None
+    return mem.last_failure_at + timedelta(seconds=failure_delay(mem.failures))
+
+
+def block_zone(mem: GroupMemory, zone: str, now: datetime) -> GroupMemory:
+    """`zone` had no valid host: avoid it for ZONE_BLOCK_S."""
+    blocks = {**mem.zone_blocks, zone: now + timedelta(seconds=ZONE_BLOCK_S)}
+    return replace(mem, zone_blocks=blocks)
+
+
+def expire_blocks(mem: GroupMemory, now: datetime) -> GroupMemory:
+    """Forget zone blocks that ended."""
+    live = {z: t for z, t in mem.zone_blocks.items() if t > now}
+    return mem if len(live) == len(mem.zone_blocks) else replace(mem, zone_blocks=live)
+
+
+def open_zones(zones: Sequence[str], mem: GroupMemory, now: datetime) -> list[str]:
+    """The group's zones not blocked now, in the group's order."""
+    return [z for z in zones if mem.zone_blocks.get(z, now) <= now]
+
+
+def blocked_zones(mem: GroupMemory, now: datetime) -> list[str]:
+    """Zones blocked now, sorted."""
+    return sorted(z for z, t in mem.zone_blocks.items() if t > now)
+
+
+def repairs_allowed(unhealthy: int, desired: int, max_unhealthy_percent: int) -> bool:
+    """Whether a group with `unhealthy` unhealthy nodes (of `desired`) may repair them:
+    not when they are more than `max_unhealthy_percent` of the desired nodes."""
+    if unhealthy == 0:
+        return True
+    return unhealthy * 100 <= max_unhealthy_percent * max(desired, 1)
