@@ -11,10 +11,10 @@ import httpx
 import pytest
 
 from shoal.drivers.contract import MachineSpec
+from shoal.drivers.registry import Provider, Providers
 from shoal.drivers.sim.clock import ManualClock
 from shoal.drivers.sim.driver import SimDriver
 from shoal.drivers.sim.world import SimWorld
-from shoal.drivers.registry import Provider, Providers
 from shoal.runtime import Runtime
 from shoal.settings import ProviderSettings, Settings, SimSettings
 from tests.support.server import LiveServer, free_port

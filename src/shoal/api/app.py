@@ -25,6 +25,7 @@ from shoal.api.routes import (
     misc,
     nodegroups,
     nodegrouptemplates,
+    providers,
     sim,
 )
 
@@ -208,6 +209,7 @@ def create_app(runtime: Any) -> FastAPI:
         nodegroups.router,
         clusters.router,
         certificates.router,
+        providers.router,
     ):
         app.include_router(r, prefix="/v1")
     app.include_router(sim.router, prefix="/v1")

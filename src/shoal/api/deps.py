@@ -13,6 +13,7 @@ from shoal.db.engine import Database
 from shoal.db.repo.paging import Page
 from shoal.domain import validation
 from shoal.domain.errors import Invalid
+from shoal.domain.model import ProviderNames
 from shoal.services.context import Caller
 
 PAGE_PARAMS = ("limit", "marker", "sort_key", "sort_dir")
@@ -26,6 +27,12 @@ def runtime(request: Request) -> Any:
 def db(request: Request) -> Database:
     d: Database = runtime(request).db
     return d
+
+
+def provider_names(request: Request) -> ProviderNames:
+    """The providers the deployment names, and its default (from the settings)."""
+    settings = runtime(request).settings
+    return ProviderNames(tuple(p.name for p in settings.providers), settings.default_provider)
 
 
 def caller(request: Request) -> Caller:

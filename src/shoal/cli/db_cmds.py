@@ -52,6 +52,7 @@ def migrate(
 
     Example: shoal db migrate --to postgresql://postgres@127.0.0.1:5432/shoal
     """
+    from shoal.drivers.sim import tables as sim_tables
     from shoal.services.transfer import copy_database
 
     settings = _settings()
@@ -59,7 +60,11 @@ def migrate(
     sim_src = sim_source or (source if source else settings.first_sim_db_url())
     try:
         report = copy_database(
-            src, to, progress=lambda line: typer.echo(line, err=True), sim_source_url=sim_src
+            src,
+            to,
+            progress=lambda line: typer.echo(line, err=True),
+            sim_source_url=sim_src,
+            sim_metadata=sim_tables.metadata,
         )
     except ShoalError as exc:
         typer.echo(f"error: {exc.message}", err=True)

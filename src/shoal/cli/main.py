@@ -14,6 +14,7 @@ from shoal.cli import (
     nodegroup_templates,
     nodegroups,
     nodes,
+    providers,
     server_cmds,
     templates,
 )
@@ -54,6 +55,7 @@ app.add_typer(nodegroup_templates.app, name="nodegroup-template")
 app.add_typer(clusters.app, name="cluster")
 app.add_typer(nodegroups.app, name="nodegroup")
 app.add_typer(nodes.app, name="node")
+app.add_typer(providers.app, name="provider")
 events.register(app)
 db_cmds.register(app)
 

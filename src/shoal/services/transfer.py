@@ -13,14 +13,13 @@ from dataclasses import dataclass, field
 from itertools import zip_longest
 from typing import Any
 
-from sqlalchemy import Table, func, inspect, select, text
+from sqlalchemy import MetaData, Table, func, inspect, select, text
 
 from shoal.db import migrations
 from shoal.db.engine import Database
 from shoal.db.tables import Base, LeaseRow
 from shoal.db.types import utcnow
 from shoal.domain.errors import Conflict, Invalid
-from shoal.drivers.sim import tables as sim_tables
 
 BATCH = 2000
 Progress = Callable[[str], None]
@@ -37,13 +36,9 @@ class TransferReport:
         return sum(self.rows.values())
 
 
-def _tables() -> list[Table]:
-    """Every table to move, parents before children."""
-    return [*Base.metadata.sorted_tables, *sim_tables.metadata.sorted_tables]
-
-
-def _is_sim(table: Table) -> bool:
-    return table.metadata is sim_tables.metadata
+def _tables(sim: MetaData | None = None) -> list[Table]:
+    """Every table to move, parents before children (the sim world's after shoal's)."""
+    return [*Base.metadata.sorted_tables, *(sim.sorted_tables if sim is not None else ())]
 
 
 def _existing(db: Database) -> set[str]:
@@ -67,9 +62,9 @@ def _check_source_idle(source: Database) -> None:
         )
 
 
-def _check_target_empty(target: Database) -> None:
+def _check_target_empty(target: Database, sim: MetaData | None) -> None:
     with target.engine.connect() as conn:
-        for table in _tables():
+        for table in _tables(sim):
             if conn.execute(select(func.count()).select_from(table)).scalar_one():
                 raise Conflict(
                     f"the target already holds data (table {table.name}); "
@@ -77,12 +72,12 @@ def _check_target_empty(target: Database) -> None:
                 )
 
 
-def _reset_sequences(target: Database) -> None:
+def _reset_sequences(target: Database, sim: MetaData | None) -> None:
     """After explicit ids were inserted, PostgreSQL sequences must move past them."""
     if target.dialect != "postgresql":
         return
     with target.engine.begin() as conn:
-        for table in _tables():
+        for table in _tables(sim):
             for col in table.primary_key.columns:
                 if col.autoincrement is not False and col.type.python_type is int:
                     conn.execute(
@@ -99,10 +94,12 @@ def copy_database(
     target_url: str,
     progress: Progress = print,
     sim_source_url: str | None = None,
+    sim_metadata: MetaData | None = None,
 ) -> TransferReport:
     """Copy every row from source to an empty target, then verify row by row.
 
-    shoal's tables come from `source_url`, the sim world's from `sim_source_url`
+    shoal's tables come from `source_url`; the sim world's tables (`sim_metadata`,
+    which the caller names: services do not know drivers) from `sim_source_url`
     (default: the same database); both land in the target."""
     source, target = Database(source_url), Database(target_url)
     sim_source = Database(sim_source_url) if sim_source_url else source
@@ -112,13 +109,14 @@ def copy_database(
         migrations.upgrade(source)
         _check_source_idle(source)
         migrations.upgrade(target)
-        sim_tables.metadata.create_all(target.engine)
-        _check_target_empty(target)
+        if sim_metadata is not None:
+            sim_metadata.create_all(target.engine)
+        _check_target_empty(target, sim_metadata)
         present = {id(source): _existing(source), id(sim_source): _existing(sim_source)}
         moved: list[tuple[Table, Database]] = []
         report = TransferReport()
-        for table in _tables():
-            origin = sim_source if _is_sim(table) else source
+        for table in _tables(sim_metadata):
+            origin = sim_source if table.metadata is sim_metadata else source
             if table.name not in present[id(origin)]:
                 continue
             moved.append((table, origin))
@@ -136,7 +134,7 @@ def copy_database(
                     n += len(batch)
             report.rows[table.name] = n
             progress(f"copied {n:>7} rows of {table.name}")
-        _reset_sequences(target)
+        _reset_sequences(target, sim_metadata)
         verify(moved, target, progress)
         return report
     finally:

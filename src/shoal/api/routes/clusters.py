@@ -50,7 +50,13 @@ def create_cluster(
 ) -> JSONResponse:
     """All attributes; `cluster_template_id`; `from_cluster`; either plus overrides."""
     settings = deps.runtime(request).settings
-    c = clusters.create(deps.db(request), deps.caller(request), body, settings.quota_clusters)
+    c = clusters.create(
+        deps.db(request),
+        deps.caller(request),
+        body,
+        settings.quota_clusters,
+        deps.provider_names(request),
+    )
     return _accepted(c.uuid)
 
 

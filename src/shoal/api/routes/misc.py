@@ -21,6 +21,7 @@ COLLECTIONS = (
     "certificates",
     "mservices",
     "stats",
+    "providers",
 )
 
 

@@ -42,7 +42,9 @@ def create_nodegroup(
 ) -> JSONResponse:
     """All attributes; `nodegroup_template_id`; `from_nodegroup`; plus overrides."""
     _gate(request)
-    view = nodegroups.create(deps.db(request), deps.caller(request), cluster, body)
+    view = nodegroups.create(
+        deps.db(request), deps.caller(request), cluster, body, deps.provider_names(request)
+    )
     return JSONResponse(serializers.nodegroup(request, view), status_code=202)
 
 

@@ -181,3 +181,15 @@ def touch(
 
 def spec_of(row: NodeGroupRow) -> m.NodeGroupSpec:
     return convert.nodegroup_from_row(row).spec
+
+
+def count_by_provider(session: Session, defaults: set[str]) -> dict[str, int]:
+    """Node groups per provider (groups with none count for each name in `defaults`)."""
+    rows = session.execute(
+        select(NodeGroupRow.provider, func.count()).group_by(NodeGroupRow.provider)
+    ).all()
+    out: dict[str, int] = {}
+    for name, n in rows:
+        for key in [name] if name is not None else sorted(defaults):
+            out[key] = out.get(key, 0) + int(n)
+    return out

@@ -1,0 +1,53 @@
+"""/v1/providers (shoal): the clouds and hosts this deployment drives, as a conductor
+last saw them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+
+from shoal.api import deps
+from shoal.services import providers
+from shoal.services.providers import ProviderView
+
+router = APIRouter(prefix="/providers", tags=["providers"])
+
+
+def _configured(request: Request) -> list[providers.Configured]:
+    settings = deps.runtime(request).settings
+    return [
+        providers.Configured(p.name, p.driver, p.name == settings.default_provider)
+        for p in settings.providers
+    ]
+
+
+def _view(request: Request, v: ProviderView) -> dict[str, Any]:
+    facts = v.facts
+    return {
+        "name": v.name,
+        "driver": v.driver,
+        "default": v.default,
+        "reachable": v.reachable,
+        "reason": v.reason,
+        "checked_at": v.checked_at.isoformat() if v.checked_at else None,
+        "checked_by": v.checked_by,
+        "availability_zones": facts.get("availability_zones", []),
+        "flavors": facts.get("flavors", []),
+        "images": facts.get("images", []),
+        "features": facts.get("features", []),
+        "nodegroups": v.nodegroups,
+        "links": deps.links(request, f"providers/{v.name}"),
+    }
+
+
+@router.get("")
+def list_providers(request: Request) -> dict[str, Any]:
+    """Every provider of the configuration, the default one marked."""
+    views = providers.list_all(deps.db(request), _configured(request))
+    return {"providers": [_view(request, v) for v in views]}
+
+
+@router.get("/{name}")
+def get_provider(request: Request, name: str) -> dict[str, Any]:
+    return _view(request, providers.get(deps.db(request), _configured(request), name))

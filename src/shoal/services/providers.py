@@ -1,0 +1,72 @@
+"""Providers as the API shows them: what the configuration names, and what a
+conductor last saw of each (reachable or not and why, zones, flavors, images).
+The API never calls a cloud: conductors check the providers and record it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from shoal.db import providers
+from shoal.db.engine import Database
+from shoal.db.repo import nodegroups
+from shoal.domain.errors import NotFound
+
+
+@dataclass(frozen=True)
+class Configured:
+    """A provider as the deployment's configuration names it."""
+
+    name: str
+    driver: str
+    default: bool
+
+
+@dataclass(frozen=True)
+class ProviderView:
+    """A configured provider with its last check and how many node groups use it."""
+
+    name: str
+    driver: str
+    default: bool
+    checked: bool
+    reachable: bool | None
+    reason: str | None
+    facts: dict[str, Any]
+    checked_at: datetime | None
+    checked_by: str | None
+    nodegroups: int
+
+
+def list_all(db: Database, configured: Sequence[Configured]) -> list[ProviderView]:
+    """Every configured provider, in the configuration's order."""
+    checks = providers.latest(db)
+    with db.read() as s:
+        used = nodegroups.count_by_provider(s, {c.name for c in configured if c.default})
+    out = []
+    for c in configured:
+        seen = checks.get(c.name)
+        out.append(
+            ProviderView(
+                name=c.name,
+                driver=c.driver,
+                default=c.default,
+                checked=seen is not None,
+                reachable=seen.reachable if seen else None,
+                reason=seen.reason if seen else "not checked yet: no conductor has run",
+                facts=dict(seen.facts) if seen else {},
+                checked_at=seen.checked_at if seen else None,
+                checked_by=seen.checked_by if seen else None,
+                nodegroups=used.get(c.name, 0),
+            )
+        )
+    return out
+
+
+def get(db: Database, configured: Sequence[Configured], name: str) -> ProviderView:
+    for view in list_all(db, configured):
+        if view.name == name:
+            return view
+    raise NotFound("Provider", name)

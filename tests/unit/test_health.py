@@ -1,0 +1,54 @@
+"""Failing machines as pure decisions (domain/health.py)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from shoal.domain import health
+from shoal.domain.health import GroupMemory
+
+T0 = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
+
+
+def test_failure_delays_grow_and_are_capped() -> None:
+    delays = [health.failure_delay(n) for n in range(0, 12)]
+    assert delays[:6] == [0.0, 3.0, 6.0, 12.0, 24.0, 48.0]
+    assert delays[-1] == health.MAX_RETRY_S
+    # Five rounds fit in the first minute, not six: 3 + 6 + 12 + 24 < 60 < ... + 48.
+    assert sum(delays[1:5]) < 60 < sum(delays[1:6])
+
+
+def test_rounds_of_failures_and_recovery() -> None:
+    mem = health.failed(GroupMemory(), T0, "Build of instance aborted" + "x" * 1000)
+    assert mem.failures == 1 and mem.last_fault is not None
+    assert len(mem.last_fault) == health.FAULT_MAX
+    assert health.retry_at(mem) == T0 + timedelta(seconds=3)
+    mem = health.failed(mem, T0 + timedelta(seconds=4), "again")
+    assert health.retry_at(mem) == T0 + timedelta(seconds=4 + 6)
+    back = health.recovered(mem)
+    assert (back.failures, back.last_fault, health.retry_at(back)) == (0, None, None)
+    assert health.recovered(back) is back
+
+
+def test_zone_blocks_expire() -> None:
+    mem = health.block_zone(GroupMemory(), "az-1", T0)
+    assert health.open_zones(["az-1", "az-2"], mem, T0) == ["az-2"]
+    assert health.blocked_zones(mem, T0) == ["az-1"]
+    later = T0 + timedelta(seconds=health.ZONE_BLOCK_S + 1)
+    assert health.open_zones(["az-1", "az-2"], mem, later) == ["az-1", "az-2"]
+    assert health.expire_blocks(mem, later).zone_blocks == {}
+    assert health.expire_blocks(mem, T0) is mem
+
+
+def test_memory_round_trips_through_json() -> None:
+    mem = health.block_zone(health.failed(GroupMemory(), T0, "boom"), "az-2", T0)
+    assert GroupMemory.from_json(mem.to_json()) == mem
+    assert GroupMemory.from_json(None) == GroupMemory()
+
+
+def test_repairs_stop_past_max_unhealthy_percent() -> None:
+    assert health.repairs_allowed(0, 3, 0)
+    assert health.repairs_allowed(1, 3, 40)  # 33 %
+    assert not health.repairs_allowed(2, 3, 40)  # 67 %
+    assert health.repairs_allowed(2, 5, 40)  # exactly 40 %
+    assert not health.repairs_allowed(1, 0, 40)

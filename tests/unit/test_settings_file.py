@@ -1,0 +1,112 @@
+"""Providers from the config file (SHOAL_CONFIG): every mistake is one message that
+names the file and the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from shoal.settings import Settings, SettingsError, SimSettings
+
+
+def _settings(tmp_path: Path, text: str, **env: str) -> Settings:
+    path = tmp_path / "shoal.yaml"
+    path.write_text(text)
+    return Settings.from_env(
+        env={"SHOAL_CONFIG": str(path), "SHOAL_DATA_DIR": str(tmp_path), **env}
+    )
+
+
+def test_no_file_is_one_sim_provider(tmp_path: Path) -> None:
+    s = Settings.from_env(env={"SHOAL_DATA_DIR": str(tmp_path), "SHOAL_SIM_TIME_SCALE": "7"})
+    assert [(p.name, p.driver) for p in s.providers] == [("sim", "sim")]
+    assert s.default_provider == "sim"
+    assert isinstance(s.providers[0].options, SimSettings)
+    assert s.providers[0].options.time_scale == 7.0
+
+
+def test_two_sim_providers_keep_two_worlds(tmp_path: Path) -> None:
+    s = _settings(
+        tmp_path,
+        """
+default_provider: west
+providers:
+  - name: east
+    driver: sim
+    settings: {time_scale: 50, seed: 3}
+    rate_per_s: 20
+    concurrency: 8
+  - name: west
+    driver: sim
+""",
+        SHOAL_SIM_TIME_SCALE="10",
+    )
+    east, west = s.providers
+    assert s.default_provider == "west"
+    assert (east.options.time_scale, east.options.seed) == (50.0, 3)
+    assert west.options.time_scale == 10.0  # SHOAL_SIM_* are the defaults of every sim
+    assert (east.rate_per_s, east.concurrency, west.concurrency) == (20.0, 8, None)
+    assert s.sim_db_url(east) == f"sqlite:///{tmp_path / 'sim.db'}"
+    assert s.sim_db_url(west) == f"sqlite:///{tmp_path / 'sim-west.db'}"
+
+
+def test_a_second_sim_world_on_postgresql_needs_its_own_url(tmp_path: Path) -> None:
+    text = "providers:\n  - {name: a, driver: sim}\n  - {name: b, driver: sim}\n"
+    s = _settings(tmp_path, text, SHOAL_DATABASE_URL="postgresql://postgres@127.0.0.1/x")
+    assert s.sim_db_url(s.providers[0]) == s.db_url
+    with pytest.raises(SettingsError, match="'b' needs its own settings.database_url"):
+        s.sim_db_url(s.providers[1])
+
+
+P0 = r"providers\[0\]"
+A = "providers:\n  - {name: a, driver: sim"
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("providers: [\n", r"shoal\.yaml: .* at line"),
+        ("- a\n- b\n", r"shoal\.yaml: the file must be a mapping"),
+        ("providers: []\n", r"shoal\.yaml: providers: a non-empty list"),
+        ("provider: []\n", r"shoal\.yaml: unknown key 'provider'"),
+        ("providers:\n  - {name: a, driver: nosuch}\n", P0 + r"\.driver='nosuch' is not a known"),
+        (A + ", colour: red}\n", P0 + r": unknown key 'colour'"),
+        ("providers:\n  - {name: A b, driver: sim}\n", P0 + r"\.name: 'A b' is not a provider"),
+        (A + "}\n" + A[11:] + "}\n", r"providers\[1\]\.name: 'a' is named twice"),
+        (A + ", settings: {time_scale: fast}}\n", P0 + r"\.settings\.time_scale: 'fast' is not"),
+        (A + ", settings: {jitter: 3}}\n", P0 + r"\.settings\.jitter=3.0 is out of bounds"),
+        (A + ", settings: {nope: 1}}\n", P0 + r"\.settings\.nope: not a setting of this"),
+        (A + ", concurrency: 0}\n", P0 + r"\.concurrency=0 is out of bounds"),
+        ("default_provider: b\n" + A + "}\n", r"default_provider: 'b' is none of \(a\)"),
+    ],
+)  # fmt: skip
+def test_a_bad_file_is_one_message_naming_file_and_key(
+    tmp_path: Path, text: str, says: str
+) -> None:
+    with pytest.raises(SettingsError, match=says) as err:
+        _settings(tmp_path, text)
+    assert "\n" not in str(err.value)
+
+
+def test_a_missing_file_is_named(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.yaml"
+    with pytest.raises(SettingsError, match=f"SHOAL_CONFIG={missing}: cannot read it"):
+        Settings.from_env(env={"SHOAL_CONFIG": str(missing)})
+
+
+@pytest.mark.parametrize(
+    ("driver", "says"),
+    [
+        ("nosuch", "SHOAL_DRIVER='nosuch' is not a known driver"),
+        ("openstack", "SHOAL_DRIVER='openstack': that driver is not available"),
+    ],
+)
+def test_shoal_driver_names_what_is_wrong(driver: str, says: str) -> None:
+    with pytest.raises(SettingsError, match=says):
+        Settings.from_env(env={"SHOAL_DRIVER": driver})
+
+
+def test_a_driver_that_is_not_available_yet_is_refused_in_the_file(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match=r"providers\[0\]\.driver='libvirt': that driver"):
+        _settings(tmp_path, "providers:\n  - {name: a, driver: libvirt}\n")
