@@ -6,6 +6,8 @@ from __future__ import annotations
 import fcntl
 import ipaddress
 import os
+import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.harness.libvirt import SHOAL_XMLNS, LibvirtHost, no_daemon_uri
+from tests.harness.libvirt import SHOAL_XMLNS, LibvirtHost, no_daemon_uri, procs
 from tests.harness.libvirt.host import SLOT_DIR
 from tests.support.libvirt_host import require_libvirt_host, require_libvirt_python
 
@@ -187,7 +189,7 @@ def test_a_second_host_runs_beside_and_stops_without_leftovers(
 
 @pytest.mark.libvirt
 @pytest.mark.xdist_group("libvirt")
-def test_a_killed_owner_takes_its_host_down(tmp_path: Path) -> None:
+def test_a_killed_owner_takes_its_host_down() -> None:
     require_libvirt_host()
     # a process that starts a host, boots a VM, says where it is, then is SIGKILLed: no stop()
     script = textwrap.dedent(
@@ -199,7 +201,7 @@ def test_a_killed_owner_takes_its_host_down(tmp_path: Path) -> None:
         path.write_text(host.domain_xml("orphan", address=host.address(0)))
         assert host.virsh("define", str(path)).returncode == 0
         assert host.virsh("start", "orphan").returncode == 0
-        print(host.workdir, host.netns_id, flush=True)
+        print(host.workdir, host.netns_id, host.init_pid, flush=True)
         time.sleep(300)
         """
     )
@@ -209,37 +211,33 @@ def test_a_killed_owner_takes_its_host_down(tmp_path: Path) -> None:
         text=True,
         cwd=Path(__file__).resolve().parents[2],
     )
+    netns_fd = -1
     try:
         assert owner.stdout is not None
+        assert select.select([owner.stdout], [], [], 120)[0], "the owner said nothing in 120s"
         line = owner.stdout.readline().split()
-        assert len(line) == 2, "the owner did not start its host"
-        workdir, netns_id = Path(line[0]), line[1]
+        assert len(line) == 3, "the owner did not start its host"
+        workdir, netns_id, init_pid = Path(line[0]), line[1], int(line[2])
+        # hold the namespace so that its id stays its own until the end of this test
+        netns_fd = os.open(f"/proc/{init_pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+        assert f"net:[{os.fstat(netns_fd).st_ino}]" == netns_id
 
-        def in_netns() -> list[int]:
-            found = []
-            for proc in Path("/proc").iterdir():
-                try:
-                    if proc.name.isdigit() and os.readlink(proc / "ns" / "net") == netns_id:
-                        found.append(int(proc.name))
-                except OSError:
-                    continue
-            return found
+        def in_netns() -> list[str]:
+            return [p.comm for p in procs.in_netns(netns_id)]
 
-        wait_until(
-            lambda: any("qemu" in Path(f"/proc/{p}/comm").read_text() for p in in_netns()),
-            60,
-            "no qemu in the owner's namespace",
-        )
+        wait_until(lambda: "qemu-system-x86" in in_netns(), 60, "no qemu in the owner's host")
         os.kill(owner.pid, signal.SIGKILL)
         owner.wait(10)
         wait_until(lambda: not in_netns(), 30, "processes left in a dead owner's namespace")
     finally:
+        if netns_fd >= 0:
+            os.close(netns_fd)
         if owner.poll() is None:
             owner.kill()
             owner.wait(10)
     # what is left is a work dir of files, which a later run may delete
     assert workdir.is_dir()
-    subprocess.run(["rm", "-rf", str(workdir)], check=True)
+    shutil.rmtree(workdir)
 
 
 @pytest.mark.libvirt

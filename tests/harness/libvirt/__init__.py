@@ -11,11 +11,11 @@ from tests.harness.libvirt.host import (
     HostError,
     HostUnavailable,
     LibvirtHost,
-    NsProcess,
     Ready,
-    missing_prerequisites,
     no_daemon_uri,
 )
+from tests.harness.libvirt.prereq import missing_prerequisites
+from tests.harness.libvirt.procs import NsProcess
 
 __all__ = [
     "SHOAL_XMLNS",

@@ -21,10 +21,11 @@ from tests.harness.libvirt.guest import ensure_guest
 from tests.harness.libvirt.host import LibvirtHost
 
 
-def _free_mib() -> tuple[int, int]:
-    meminfo = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines())
-    total, avail = (int(meminfo[k].split()[0]) // 1024 for k in ("MemTotal", "MemAvailable"))
-    return total - avail, avail
+def _available_mib() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) // 1024
+    return -1
 
 
 def _answers(host: LibvirtHost, index: int, name: str) -> bool:
@@ -35,8 +36,7 @@ def boot(host: LibvirtHost, count: int, parallel: int = 4, timeout: float = 300.
     """Define + start ``count`` tiny VMs (``parallel`` virsh calls at once), wait, report."""
     if count <= 0:
         return
-    used_before, avail = _free_mib()
-    print(f"host memory before: used {used_before} MiB, available {avail} MiB")
+    print(f"host memory available before: {_available_mib()} MiB")
     names = [f"tiny-{i}" for i in range(count)]
     t0 = time.monotonic()
 
@@ -75,16 +75,15 @@ def boot(host: LibvirtHost, count: int, parallel: int = 4, timeout: float = 300.
         )
     if qemus:
         print(
-            f"qemu RSS {statistics.mean(p.rss_mib for p in qemus):.0f} MiB each "
-            f"({sum(p.rss_mib for p in qemus):.0f} MiB in all), "
+            f"qemu per VM: RSS {statistics.mean(p.rss_mib for p in qemus):.0f} MiB, "
+            f"PSS {statistics.mean(p.pss_mib for p in qemus):.0f} MiB; "
+            f"{sum(p.pss_mib for p in qemus):.0f} MiB PSS in all; "
             f"CPU {statistics.mean(p.cpu_s for p in qemus):.1f}s each to boot"
         )
     others = [
-        f"{p.comm} {p.rss_mib:.0f}" for p in host.processes() if not p.comm.startswith("qemu")
+        f"{p.comm} {p.pss_mib:.0f}" for p in host.processes() if not p.comm.startswith("qemu")
     ]
-    print(f"the rest of the namespace (MiB RSS): {', '.join(others)}")
-    used_after, _ = _free_mib()
-    print(f"host memory used grew by {used_after - used_before} MiB")
+    print(f"the rest of the namespace (MiB PSS): {', '.join(others)}")
     if len(answered) < count:
         raise SystemExit(f"only {len(answered)}/{count} VMs answered in {timeout:.0f}s")
 

@@ -39,8 +39,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from tests.harness.libvirt import domain
+from tests.harness.libvirt import domain, procs
 from tests.harness.libvirt.guest import GuestImage, cache_root, ensure_guest
+from tests.harness.libvirt.prereq import missing_prerequisites
 
 HERE = Path(__file__).resolve().parent
 NS_INIT = HERE / "ns_init.sh"
@@ -48,24 +49,7 @@ TEST_DRIVER_URI = "test:///default"
 SLOTS = 64
 SUBNET_PREFIX = "10.213"  # slot N gets 10.213.N.0/24, inside its own network namespace only
 SLOT_DIR = Path(tempfile.gettempdir()) / "shoal-libvirt-slots"
-SBIN = ("/usr/local/sbin", "/usr/sbin", "/sbin")
 
-# tool -> Debian package that has it
-REQUIRED_TOOLS = {
-    "qemu-system-x86_64": "qemu-system-x86",
-    "libvirtd": "libvirt-daemon",
-    "virsh": "libvirt-clients",
-    "dnsmasq": "dnsmasq-base",
-    "iptables": "iptables",
-    "busybox": "busybox-static",
-    "ip": "iproute2",
-    "unshare": "util-linux",
-    "nsenter": "util-linux",
-    "setpriv": "util-linux",
-    "apt-get": "apt",
-    "dpkg-deb": "dpkg",
-}
-QEMU_DRIVER_GLOB = "/usr/lib/*/libvirt/connection-driver/libvirt_driver_qemu.so"
 
 QEMU_CONF = """\
 user = "root"
@@ -100,26 +84,6 @@ class HostError(RuntimeError):
     """A LibvirtHost failed to start or stop; the message carries the log tail."""
 
 
-def _which(tool: str) -> str | None:
-    path = os.environ.get("PATH", "") + os.pathsep + os.pathsep.join(SBIN)
-    return shutil.which(tool, path=path)
-
-
-def missing_prerequisites() -> list[str]:
-    """Why this machine cannot run a LibvirtHost: one line per missing piece (empty: it can)."""
-    missing = []
-    if os.geteuid() != 0:
-        missing.append(f"not root (euid {os.geteuid()}): libvirtd needs root for namespaces")
-    for tool, package in REQUIRED_TOOLS.items():
-        if _which(tool) is None:
-            missing.append(f"{tool} not found (Debian package {package})")
-    if _which("libvirtd") and not list(Path("/").glob(QEMU_DRIVER_GLOB.lstrip("/"))):
-        missing.append(
-            "libvirt's QEMU driver not found (Debian package libvirt-daemon-driver-qemu)"
-        )
-    return missing
-
-
 @dataclass(frozen=True)
 class Ready:
     """A guest's ``SHOAL-READY`` console line."""
@@ -127,16 +91,6 @@ class Ready:
     node: str
     ip: str
     uptime: float
-
-
-@dataclass(frozen=True)
-class NsProcess:
-    """A process inside the host's network namespace, as seen from the root namespace."""
-
-    pid: int
-    comm: str
-    rss_mib: float
-    cpu_s: float
 
 
 def _keep_from_env() -> bool:
@@ -157,29 +111,6 @@ def _claim_slot() -> tuple[int, IO[str]]:
             continue
         return slot, lock
     raise HostError(f"all {SLOTS} libvirt host slots under {SLOT_DIR} are taken")
-
-
-def _children(pid: int) -> list[int]:
-    try:
-        tasks = Path(f"/proc/{pid}/task").iterdir()
-        return [int(c) for t in tasks for c in (t / "children").read_text().split()]
-    except OSError:
-        return []
-
-
-def _ns_id(pid: int, kind: str) -> str | None:
-    try:
-        return os.readlink(f"/proc/{pid}/ns/{kind}")
-    except OSError:
-        return None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
 
 
 def _tail(path: Path, lines: int = 15) -> str:
@@ -218,6 +149,9 @@ class LibvirtHost:
         self.workdir = Path()
         self.init_pid = 0
         self.netns_id = ""
+        # an open handle on the network namespace keeps its id from being reused by another
+        # namespace while this host still scans /proc for it (see stop)
+        self._netns_fd = -1
         self.pidns_id = ""
         self.timings: dict[str, float] = {}
 
@@ -375,22 +309,11 @@ class LibvirtHost:
             stdin=subprocess.DEVNULL,
         )
 
-    def processes(self) -> list[NsProcess]:
+    def processes(self) -> list[procs.NsProcess]:
         """Every process in the host's network namespace: libvirtd, dnsmasq, qemu, helpers."""
-        found = []
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit() or _ns_id(int(entry.name), "net") != self.netns_id:
-                continue
-            try:
-                status = (entry / "status").read_text()
-                stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-            rss_mib = int(fields.get("VmRSS", "0 kB").split()[0]) / 1024
-            cpu_s = (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
-            found.append(NsProcess(int(entry.name), fields["Name"].strip(), rss_mib, cpu_s))
-        return found
+        if self._netns_fd < 0:  # not started or stopped: its id may belong to another now
+            return []
+        return procs.in_netns(self.netns_id)
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> LibvirtHost:
@@ -448,15 +371,16 @@ class LibvirtHost:
         self._stopped = True
         atexit.unregister(self.stop)
         problems = []
-        if self.init_pid and _alive(self.init_pid):
+        if self.init_pid and procs.alive(self.init_pid):
             problems += self._destroy_libvirt_objects()
         for proc in self._spawned:
-            _end(proc)
+            procs.end(proc)
         self._end_namespace()
-        left = self.processes() if self.netns_id else []
+        left = self.processes()
         for proc_info in left:  # nsenter'd by this host (run_in_netns), nothing else can be there
             with contextlib.suppress(ProcessLookupError):
                 os.kill(proc_info.pid, signal.SIGKILL)
+        self._release_netns()
         if self._slot_lock is not None:
             self._slot_lock.close()
             self._slot_lock = None
@@ -488,8 +412,11 @@ class LibvirtHost:
         host.init_pid = state["init_pid"]
         host.netns_id = state["netns_id"]
         host.pidns_id = state["pidns_id"]
-        if _ns_id(host.init_pid, "pid") != host.pidns_id:
+        if procs.ns_id(host.init_pid, "pid") == host.pidns_id:
+            host._hold_netns()
+        else:
             host.init_pid = 0  # gone, or the PID now belongs to someone else: never signal it
+            host.netns_id = ""
         return host
 
     # ------------------------------------------------------------------ internals
@@ -540,7 +467,7 @@ class LibvirtHost:
             )  # fmt: skip
         deadline = time.monotonic() + 10
         while not self.init_pid:
-            kids = _children(self._proc.pid)
+            kids = procs.children(self._proc.pid)
             if kids:
                 self.init_pid = kids[0]
             elif self._proc.poll() is not None or time.monotonic() > deadline:
@@ -551,9 +478,10 @@ class LibvirtHost:
                 time.sleep(0.01)
         deadline = time.monotonic() + 10
         while True:  # unshare forks before it unshares the namespaces
-            self.pidns_id = _ns_id(self.init_pid, "pid") or ""
-            self.netns_id = _ns_id(self.init_pid, "net") or ""
-            if self.netns_id and self.netns_id != _ns_id(os.getpid(), "net"):
+            self.pidns_id = procs.ns_id(self.init_pid, "pid") or ""
+            self.netns_id = procs.ns_id(self.init_pid, "net") or ""
+            if self.netns_id and self.netns_id != procs.ns_id(os.getpid(), "net"):
+                self._hold_netns()
                 break
             if time.monotonic() > deadline:
                 raise HostError("ns_init.sh never entered its own network namespace")
@@ -648,12 +576,25 @@ class LibvirtHost:
             self.virsh("net-undefine", name, timeout=60)
         return problems
 
+    def _hold_netns(self) -> None:
+        fd = os.open(f"/proc/{self.init_pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+        if f"net:[{os.fstat(fd).st_ino}]" != self.netns_id:
+            os.close(fd)
+            raise HostError(f"PID {self.init_pid} left network namespace {self.netns_id}")
+        self._netns_fd = fd
+
+    def _release_netns(self) -> None:
+        if self._netns_fd >= 0:
+            os.close(self._netns_fd)
+            self._netns_fd = -1
+        self.netns_id = ""
+
     def _end_namespace(self) -> None:
         """SIGTERM to the namespace's PID 1 (it stops libvirtd, then ends), SIGKILL if it must."""
-        if not self.init_pid or _ns_id(self.init_pid, "pid") != self.pidns_id:
+        if not self.init_pid or procs.ns_id(self.init_pid, "pid") != self.pidns_id:
             self.init_pid = 0  # never started, already gone, or the PID is someone else's now
             if self._proc is not None:
-                _end(self._proc)
+                procs.end(self._proc)
             return
         for sig, wait in ((signal.SIGTERM, 15.0), (signal.SIGKILL, 10.0)):
             with contextlib.suppress(ProcessLookupError):
@@ -661,8 +602,8 @@ class LibvirtHost:
             if self._wait_init_gone(wait):
                 break
         if self._proc is not None:
-            _end(self._proc)
-        if _alive(self.init_pid):
+            procs.end(self._proc)
+        if procs.alive(self.init_pid):
             raise HostError(f"the namespace's PID 1 ({self.init_pid}) survived SIGKILL")
 
     def _wait_init_gone(self, timeout: float) -> bool:
@@ -670,22 +611,10 @@ class LibvirtHost:
         while time.monotonic() < deadline:
             if self._proc is not None:
                 self._proc.poll()  # reaps unshare once its child (PID 1) has ended
-            if not _alive(self.init_pid):
+            if not procs.alive(self.init_pid):
                 return True
             time.sleep(0.05)
         return False
-
-
-def _end(proc: subprocess.Popen[Any], timeout: float = 5.0) -> None:
-    """Terminate a child we started (by its PID), then kill it if it lingers."""
-    if proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout)
 
 
 def _qemu_caps_cache() -> Path:
