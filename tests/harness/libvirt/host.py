@@ -333,7 +333,8 @@ class LibvirtHost:
         self.timings["guest"] = time.monotonic() - t0
         self.slot, self._slot_lock = _claim_slot()
         parent = self._workdir_parent or Path(tempfile.gettempdir())
-        # short: the socket path must fit in sun_path (108 bytes)
+        if len(str(parent)) > 60:  # the socket path must fit in sun_path (108 bytes)
+            parent = Path("/tmp")
         self.workdir = Path(tempfile.mkdtemp(prefix=f"shoal-lv{self.slot}-", dir=parent))
         try:
             self._prepare_workdir()
