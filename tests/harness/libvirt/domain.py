@@ -1,4 +1,4 @@
-"""Domain XML for the tiny test guest: what tests (and the driver's tests) define.
+"""libvirt XML for tests: the tiny guest's domain, and the host's isolated network.
 
 TCG only (``<domain type='qemu'>``): this machine's /dev/kvm is a software nested hypervisor
 under which normal kernels stall in early boot, and TCG also covers a CI without KVM.
@@ -9,6 +9,7 @@ cache takes the qemu process from ~200 to ~164 MiB RSS; ``no_timer_check`` avoid
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
@@ -79,4 +80,23 @@ def tiny_domain_xml(
     <memballoon model='none'/>
   </devices>
 </domain>
+"""
+
+
+def isolated_network_xml(name: str, bridge: str, subnet: ipaddress.IPv4Network) -> str:
+    """A network with no forwarding: bridge + dnsmasq DHCP on .100-.250, gateway .1."""
+    net = subnet.network_address
+    return f"""<network xmlns:dnsmasq='http://libvirt.org/schemas/network/dnsmasq/1.0'>
+  <name>{escape(name)}</name>
+  <bridge name={quoteattr(bridge)} stp='off' delay='0'/>
+  <ip address='{net + 1}' netmask='{subnet.netmask}'>
+    <dhcp><range start='{net + 100}' end='{net + 250}'/></dhcp>
+  </ip>
+  <dnsmasq:options>
+    <!-- without these, parallel guests' DHCP fails: no ICMP probe before an offer;
+         2-message leases -->
+    <dnsmasq:option value='no-ping'/>
+    <dnsmasq:option value='dhcp-rapid-commit'/>
+  </dnsmasq:options>
+</network>
 """

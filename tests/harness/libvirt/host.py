@@ -520,21 +520,7 @@ class LibvirtHost:
                 tmp.rename(target)  # atomic: a concurrent host reads the old or the new file
 
     def _start_network(self) -> None:
-        net = self.subnet.network_address
-        xml = f"""<network xmlns:dnsmasq='http://libvirt.org/schemas/network/dnsmasq/1.0'>
-  <name>{self.network}</name>
-  <bridge name='{self.bridge}' stp='off' delay='0'/>
-  <ip address='{net + 1}' netmask='{self.subnet.netmask}'>
-    <dhcp><range start='{net + 100}' end='{net + 250}'/></dhcp>
-  </ip>
-  <dnsmasq:options>
-    <!-- without these, parallel guests' DHCP fails: no ICMP probe before an offer;
-         2-message leases -->
-    <dnsmasq:option value='no-ping'/>
-    <dnsmasq:option value='dhcp-rapid-commit'/>
-  </dnsmasq:options>
-</network>
-"""
+        xml = domain.isolated_network_xml(self.network, self.bridge, self.subnet)
         path = self.workdir / "network.xml"
         path.write_text(xml)
         for args in (("net-define", str(path)), ("net-start", self.network)):
