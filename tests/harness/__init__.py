@@ -1,0 +1,1 @@
+"""Test harnesses for real infrastructure (libvirt + QEMU, ...)."""
