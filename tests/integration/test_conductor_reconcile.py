@@ -6,13 +6,10 @@ from both sides (node rows and the cloud's own server list)."""
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections import Counter
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 from sqlalchemy import func, select, update
@@ -22,115 +19,25 @@ from shoal.conductor.loop import Conductor
 from shoal.conductor.nodegroup import reconcile as nodegroup
 from shoal.conductor.nodegroup import scale
 from shoal.conductor.nodegroup.state import Pass
-from shoal.db import leases, migrations, queue, snapshots
-from shoal.db.engine import Database
-from shoal.db.repo.paging import Page
+from shoal.db import leases, queue, snapshots
 from shoal.db.tables import ClusterRow, NodeGroupRow, NodeRow
 from shoal.db.types import utcnow
 from shoal.domain import conditions as cond
 from shoal.domain import model as m
-from shoal.domain.errors import NotFound
 from shoal.drivers.contract import MachineSpec
 from shoal.drivers.registry import Providers
 from shoal.drivers.sim.driver import SimDriver
-from shoal.drivers.sim.world import SimWorld
-from shoal.services import clusters, misc, nodegroups, resize
-from shoal.services.context import Caller
-from shoal.settings import ConductorSettings, SimSettings
-
-FAST_SIM = SimSettings(boot_seconds=0.3, delete_seconds=0.1, api_latency_ms=0, jitter=0.2)
-FAST_CONDUCTOR = ConductorSettings(requeue_seconds=0.05, backoff_max_seconds=0.3)
-ALL = Page(limit=100_000)
-
-
-@dataclass
-class Env:
-    """Database, sim world and a conductor whose clock a test may move forward."""
-
-    db: Database
-    world: SimWorld
-    conductor: Conductor
-    caller: Caller = Caller("p1")
-    skew: list[timedelta] = field(default_factory=lambda: [timedelta(0)])
-
-    # -- desired state, through the services the API uses -----------------------
-
-    def create(self, name: str, groups: list[dict[str, Any]], **attrs: Any) -> str:
-        body = {"name": name, "image_id": "fedora-coreos-40", "node_groups": groups, **attrs}
-        return clusters.create(self.db, self.caller, body, quota_default=20).uuid
-
-    def resize(self, cid: str, group: str, count: int, remove: list[str] | None = None) -> None:
-        body: dict[str, Any] = {"node_count": count, "nodegroup": group}
-        if remove:
-            body["nodes_to_remove"] = remove
-        resize.resize_cluster(self.db, self.caller, cid, body)
-
-    def delete(self, cid: str) -> None:
-        clusters.delete(self.db, self.caller, cid)
-
-    # -- reads, through the same services --------------------------------------
-
-    def cluster(self, cid: str) -> m.Cluster | None:
-        try:
-            return clusters.get(self.db, self.caller, cid).cluster
-        except NotFound:
-            return None
-
-    def group(self, cid: str, name: str) -> m.NodeGroup:
-        return nodegroups.get(self.db, self.caller, cid, name).group
-
-    def nodes(self, cid: str, group: str | None = None) -> list[m.Node]:
-        """Nodes in creation order."""
-        return [n for n, _, _ in misc.list_nodes(self.db, self.caller, cid, ALL, group)]
-
-    def servers(self, cid: str) -> list[str]:
-        return sorted(s.machine_id for s in self.world.servers(cluster=cid))
-
-    def events(self, cid: str) -> list[m.Event]:
-        return misc.list_events(self.db, self.caller, cid, 0, 10_000)
-
-    def complete(self, cid: str) -> Callable[[], bool]:
-        def done() -> bool:
-            c = self.cluster(cid)
-            return c is not None and c.status.endswith("COMPLETE")
-
-        return done
-
-    def step_until(self, done: Callable[[], bool], timeout: float = 30.0) -> None:
-        """Run conductor passes until `done()`; fail after `timeout` real seconds."""
-        deadline = time.monotonic() + timeout
-        while not done():
-            assert time.monotonic() < deadline, "the conductor did not converge in time"
-            self.conductor.run_once()
-            time.sleep(0.02)
-
-
-def _env(url: str, settings: ConductorSettings = FAST_CONDUCTOR) -> Iterator[Env]:
-    db = Database(url)
-    migrations.upgrade(db)
-    world = SimWorld.open(url, FAST_SIM)
-    skew = [timedelta(0)]
-
-    def now() -> datetime:
-        return utcnow() + skew[0]
-
-    conductor = Conductor(db, Providers.of({"sim": SimDriver(world)}), settings, now=now)
-    try:
-        yield Env(db, world, conductor, skew=skew)
-    finally:
-        conductor.stop()
-        world.close()
-        db.close()
+from tests.integration.conductor_support import FAST_CONDUCTOR, Env, make_env
 
 
 @pytest.fixture
 def env(db_url: str) -> Iterator[Env]:
-    yield from _env(db_url)
+    yield from make_env(db_url)
 
 
 @pytest.fixture
 def lite(tmp_path: Path) -> Iterator[Env]:
-    yield from _env(f"sqlite:///{tmp_path / 'shoal.db'}")
+    yield from make_env(f"sqlite:///{tmp_path / 'shoal.db'}")
 
 
 HETERO = [
@@ -526,7 +433,7 @@ def test_masters_are_created_before_workers(tmp_path: Path) -> None:
     """Groups are claimed by due time, then id; masters get the lowest ids even when
     the request lists them last, so one worker thread boots the control plane first."""
     one = dataclasses.replace(FAST_CONDUCTOR, workers=1)
-    for env in _env(f"sqlite:///{tmp_path / 'shoal.db'}", one):
+    for env in make_env(f"sqlite:///{tmp_path / 'shoal.db'}", one):
         cid = env.create("mf", [HETERO[2], HETERO[1], HETERO[0]])
         env.step_until(env.complete(cid))
         born = {s.machine_id: s.created_at for s in env.world.servers(cluster=cid)}

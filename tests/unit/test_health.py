@@ -19,11 +19,13 @@ def test_failure_delays_grow_and_are_capped() -> None:
 
 
 def test_rounds_of_failures_and_recovery() -> None:
-    mem = health.failed(GroupMemory(), T0, "Build of instance aborted" + "x" * 1000)
+    mem = health.failed(GroupMemory(), T0, "Build of instance aborted" + "x" * 1000, 1)
     assert mem.failures == 1 and mem.last_fault is not None
     assert len(mem.last_fault) == health.FAULT_MAX
     assert health.retry_at(mem) == T0 + timedelta(seconds=3)
-    mem = health.failed(mem, T0 + timedelta(seconds=4), "again")
+    mem = health.failed(mem, T0 + timedelta(seconds=4), "again", 1)
+    assert health.for_generation(mem, 1) is mem
+    assert health.for_generation(mem, 2).failures == 0  # a new request tries at once
     assert health.retry_at(mem) == T0 + timedelta(seconds=4 + 6)
     back = health.recovered(mem)
     assert (back.failures, back.last_fault, health.retry_at(back)) == (0, None, None)
@@ -41,7 +43,7 @@ def test_zone_blocks_expire() -> None:
 
 
 def test_memory_round_trips_through_json() -> None:
-    mem = health.block_zone(health.failed(GroupMemory(), T0, "boom"), "az-2", T0)
+    mem = health.block_zone(health.failed(GroupMemory(), T0, "boom", 3), "az-2", T0)
     assert GroupMemory.from_json(mem.to_json()) == mem
     assert GroupMemory.from_json(None) == GroupMemory()
 

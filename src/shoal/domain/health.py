@@ -36,6 +36,7 @@ class GroupMemory:
     """What the conductor remembers about a group between passes."""
 
     failures: int = 0  # rounds of failed boots since a node of the group was last ready
+    generation: int = 0  # the desired state's generation they happened under
     last_failure_at: datetime | None = None
     last_fault: str | None = None  # the cloud's words for the last failure
     zone_blocks: Mapping[str, datetime] = field(default_factory=dict)  # zone -> until
@@ -43,6 +44,7 @@ class GroupMemory:
     def to_json(self) -> dict[str, Any]:
         return {
             "failures": self.failures,
+            "generation": self.generation,
             "last_failure_at": self.last_failure_at.isoformat() if self.last_failure_at else None,
             "last_fault": self.last_fault,
             "zone_blocks": {z: t.isoformat() for z, t in self.zone_blocks.items()},
@@ -55,6 +57,7 @@ class GroupMemory:
         at = data.get("last_failure_at")
         return cls(
             failures=int(data.get("failures") or 0),
+            generation=int(data.get("generation") or 0),
             last_failure_at=datetime.fromisoformat(at) if at else None,
             last_fault=data.get("last_fault"),
             zone_blocks={
@@ -70,18 +73,29 @@ def failure_delay(rounds: int) -> float:
     return min(MAX_RETRY_S, FIRST_RETRY_S * 2.0 ** (rounds - 1))
 
 
-def failed(mem: GroupMemory, now: datetime, fault: str) -> GroupMemory:
-    """One more round of failed boots, seen now; `fault` is the cloud's message."""
+def failed(mem: GroupMemory, now: datetime, fault: str, generation: int) -> GroupMemory:
+    """One more round of failed boots, seen now under desired-state `generation`;
+    `fault` is the cloud's message."""
     return replace(
-        mem, failures=mem.failures + 1, last_failure_at=now, last_fault=fault[:FAULT_MAX]
+        mem,
+        failures=mem.failures + 1,
+        generation=generation,
+        last_failure_at=now,
+        last_fault=fault[:FAULT_MAX],
     )
+
+
+def for_generation(mem: GroupMemory, generation: int) -> GroupMemory:
+    """Failures under an older desired state do not slow a new request down (a retry,
+    a corrected spec); zones without room stay avoided."""
+    return mem if mem.generation == generation else recovered(mem)
 
 
 def recovered(mem: GroupMemory) -> GroupMemory:
     """A node became ready: failures so far no longer slow the group down."""
     if mem.failures == 0 and mem.last_fault is None:
         return mem
-    return replace(mem, failures=0, last_failure_at=None, last_fault=None)
+    return replace(mem, failures=0, generation=0, last_failure_at=None, last_fault=None)
 
 
 def retry_at(mem: GroupMemory) -> datetime | None:

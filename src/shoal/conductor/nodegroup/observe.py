@@ -48,7 +48,7 @@ def observe(p: Pass) -> None:
     if ready > ready_before:
         p.memory = health.recovered(p.memory)
     if p.failed_boots:
-        p.memory = health.failed(p.memory, p.now, p.failed_boots[-1])
+        p.memory = health.failed(p.memory, p.now, p.failed_boots[-1], p.snap.group.generation)
     repair(p)
 
 

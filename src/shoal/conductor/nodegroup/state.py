@@ -70,8 +70,7 @@ class Pass:
         )
         snap = replace(snap, group=group)
         memory = health.expire_blocks(snap.memory, now)
-        if snap.group.observed_generation < snap.group.generation:
-            memory = health.recovered(memory)  # a new request: try at once again
+        memory = health.for_generation(memory, snap.group.generation)
         p = cls(snap, now, {}, {n.uuid: n for n in snap.nodes}, provider, memory)
         if isinstance(listed, TransientError):
             p.listing_error = listed

@@ -47,6 +47,7 @@ class WorldStore:
         # Python lock is much cheaper than letting them spin on busy_timeout.
         self._wlock = threading.Lock()
         self._snap: Snapshot | None = None
+        self._ops: dict[str, int] = {}  # API calls by kind (SimWorld.api_calls)
 
     @classmethod
     def open(

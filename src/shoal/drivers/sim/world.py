@@ -209,8 +209,17 @@ class SimWorld(AdminOps):
             "apply_group": self.apply_group,
             "delete_group": self.delete_group,
         }
+        with self._calls_lock:
+            self._ops[op] = self._ops.get(op, 0) + 1
         self.pause(op, key)
         return calls[op](*args)
+
+    def api_calls(self) -> dict[str, int]:
+        """How many API calls of each kind this process made to the world (as a
+        cloud's API log would show them): the per-group mode's proof that no
+        per-machine call was made."""
+        with self._calls_lock:
+            return dict(self._ops)
 
     def pause(self, op: str, key: str) -> None:
         """Sleep one API call's latency: jittered api_latency_ms, divided by time_scale."""
