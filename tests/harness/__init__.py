@@ -1,0 +1,1 @@
+"""Real infrastructure that tests start for themselves (see docs/testing-openstack.md)."""

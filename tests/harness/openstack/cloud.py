@@ -1,0 +1,703 @@
+"""A real, small OpenStack cloud on 127.0.0.1 for tests: Keystone, Glance, Placement, Nova.
+
+    with OpenStackCloud() as cloud:
+        conn = cloud.connection("demo")
+        conn.compute.create_server(name="n0", flavor_id=cloud.flavor_small.id, ...)
+
+The services run from their own cached venv (see venv.py) on SQLite, with
+Nova's fake compute driver: three fake hosts, `az1-host1` and `az1-host2` in
+availability zone `az1` and `az2-host1` in `az2` (host aggregates). Neutron is
+Nova's in-process stub: pass `networks=[{"uuid": cloud.network_id}]` or
+`networks="auto"`; servers get a fixed 192.168.x.y address.
+
+What it sets up, with throwaway passwords made per cloud:
+
+* Keystone: user `admin` (admin of project `admin`); project `service` with the
+  service users `glance`, `placement`, `nova` and `shoal` (admin role there);
+  project `demo` with user `demo` (member); roles reader, member, admin.
+  Catalog in region RegionOne: identity, image, placement, compute.
+* Glance (file store) with one tiny public raw image, `cloud.image_id`.
+* Flavors `m1.small` (1 vCPU, 512 MiB), `m1.medium` (2 vCPUs, 2 GiB) and
+  `huge` (8192 vCPUs: more than any host has, so a server of it goes to ERROR
+  with "No valid host was found").
+* Compute quotas of projects `admin` and `demo` lifted (instances, cores, RAM
+  unlimited); use `set_compute_quota` to set limits.
+
+Every process it starts is stopped by PID in `stop()` (also at interpreter
+exit), and its work dir is removed unless `keep=True`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import secrets
+import shutil
+import socket
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import openstack
+import yaml
+from openstack import exceptions
+from openstack.connection import Connection
+
+from tests.harness.openstack import configs, processes
+from tests.harness.openstack.processes import CloudStartError, Service
+from tests.harness.openstack.venv import VenvUnavailable, ensure_venv
+
+__all__ = ["CloudStartError", "Credentials", "Flavor", "OpenStackCloud", "VenvUnavailable"]
+
+HERE = Path(__file__).resolve().parent
+REGION = configs.REGION
+# Nova's in-process Neutron stub (nova.tests.fixtures.NeutronFixture.network_1)
+NETWORK_ID = "3cb9bc59-5699-4588-a4b1-b87f96708bc6"
+COMPUTE_HOSTS = {"az1-host1": "az1", "az1-host2": "az1", "az2-host1": "az2"}
+SERVICE_USERS = ("glance", "placement", "nova", "shoal")
+STEP_TIMEOUT = 180.0  # one db sync or similar, on a loaded 2-core machine
+STOP_GRACE = 10.0
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """A Keystone v3 password login (what a clouds.yaml entry holds)."""
+
+    auth_url: str
+    username: str
+    password: str
+    project_name: str
+    user_domain_name: str = "Default"
+    project_domain_name: str = "Default"
+    region_name: str = REGION
+
+    def auth(self) -> dict[str, str]:
+        return {
+            "auth_url": self.auth_url,
+            "username": self.username,
+            "password": self.password,
+            "project_name": self.project_name,
+            "user_domain_name": self.user_domain_name,
+            "project_domain_name": self.project_domain_name,
+        }
+
+    def cloud_entry(self) -> dict[str, Any]:
+        """This login as one entry of clouds.yaml's `clouds:` mapping."""
+        return {
+            "auth_type": "password",
+            "auth": self.auth(),
+            "region_name": self.region_name,
+            "identity_api_version": "3",
+            "interface": "public",
+        }
+
+    def connect(self, **options: Any) -> Connection:
+        """An openstacksdk connection; ignores OS_* variables and any clouds.yaml.
+
+        Each HTTP request times out after `api_timeout` seconds (60 unless given)."""
+        options.setdefault("api_timeout", 60)
+        return openstack.connect(
+            load_yaml_config=False,
+            load_envvars=False,
+            auth_type="password",
+            auth=self.auth(),
+            region_name=self.region_name,
+            **options,
+        )
+
+
+@dataclass(frozen=True)
+class Flavor:
+    name: str
+    id: str
+    vcpus: int
+    ram: int
+    disk: int
+
+
+FLAVORS = (
+    ("m1.small", 1, 512, 1),
+    ("m1.medium", 2, 2048, 10),
+    ("huge", 8192, 1024, 1),  # more vCPUs than any fake host offers, even overcommitted
+)
+
+_running: set[OpenStackCloud] = set()
+_running_lock = threading.Lock()
+
+
+def _stop_all_at_exit() -> None:
+    with _running_lock:
+        clouds = list(_running)
+    for cloud in clouds:
+        cloud.stop()
+
+
+atexit.register(_stop_all_at_exit)
+
+
+def _bound_socket() -> socket.socket:
+    """A TCP socket bound to a free port of 127.0.0.1, to hand to a service (no race)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.set_inheritable(True)
+    return sock
+
+
+def _fernet_keys(repo: Path) -> None:
+    """What `keystone-manage fernet_setup` writes (a staged key 0, a primary key 1),
+    without starting a process for it."""
+    from cryptography.fernet import Fernet
+
+    repo.mkdir(mode=0o700)
+    for index in (0, 1):
+        key = repo / str(index)
+        key.write_bytes(Fernet.generate_key())
+        key.chmod(0o600)
+
+
+class OpenStackCloud:
+    """Keystone + Glance + Placement + Nova (fake driver) on 127.0.0.1; see the module doc."""
+
+    def __init__(
+        self,
+        *,
+        work_dir: Path | None = None,
+        keep: bool = False,
+        start_timeout: float = 300.0,
+        venv: Path | None = None,
+    ) -> None:
+        self.keep = keep
+        self.start_timeout = start_timeout
+        self._work_dir_arg = work_dir
+        self._venv_arg = venv
+        self.work_dir: Path | None = None
+        self.venv: Path | None = None
+        self._services: dict[str, Service] = {}
+        self._services_lock = threading.Lock()
+        self.timings: dict[str, float] = {}
+        self._sockets: dict[str, socket.socket] = {}
+        self._layout: configs.Layout | None = None
+        self._stopped = False
+        # filled in by start()
+        self.admin: Credentials
+        self.demo: Credentials
+        self.shoal: Credentials
+        self.flavors: dict[str, Flavor] = {}
+        self.image_id = ""
+        self.image_name = "tiny-raw"
+        self.network_id = NETWORK_ID
+        self.zones: dict[str, list[str]] = {}
+        for host, zone in COMPUTE_HOSTS.items():
+            self.zones.setdefault(zone, []).append(host)
+        self.project_ids: dict[str, str] = {}
+
+    # ------------------------------------------------------------------ public
+    @property
+    def auth_url(self) -> str:
+        return self.layout.keystone_url
+
+    @property
+    def layout(self) -> configs.Layout:
+        if self._layout is None:
+            raise RuntimeError("the cloud is not started")
+        return self._layout
+
+    @property
+    def endpoints(self) -> dict[str, str]:
+        """Catalog URL per service type."""
+        lay = self.layout
+        return {
+            "identity": lay.keystone_url,
+            "image": lay.glance_url,
+            "placement": lay.placement_url,
+            "compute": lay.nova_url,
+        }
+
+    @property
+    def clouds(self) -> dict[str, Credentials]:
+        """The logins it made: `admin`, `demo` (member of project demo), `shoal` (service user)."""
+        return {"admin": self.admin, "demo": self.demo, "shoal": self.shoal}
+
+    @property
+    def flavor_small(self) -> Flavor:
+        return self.flavors["m1.small"]
+
+    @property
+    def flavor_medium(self) -> Flavor:
+        return self.flavors["m1.medium"]
+
+    @property
+    def flavor_huge(self) -> Flavor:
+        return self.flavors["huge"]
+
+    def connection(self, cloud: str | Credentials = "admin", **options: Any) -> Connection:
+        """An openstacksdk connection as one of `clouds` (or any other login)."""
+        creds = self.clouds[cloud] if isinstance(cloud, str) else cloud
+        return creds.connect(**options)
+
+    def write_clouds_yaml(
+        self,
+        path: Path,
+        *,
+        prefix: str = "",
+        extra: Mapping[str, Credentials] | None = None,
+    ) -> Path:
+        """Write a clouds.yaml with an entry per login (`<prefix>admin`, ...); return its path."""
+        entries = {**self.clouds, **(extra or {})}
+        data = {"clouds": {prefix + name: c.cloud_entry() for name, c in entries.items()}}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump(data, sort_keys=True))
+        path.chmod(0o600)
+        return path
+
+    def set_compute_quota(
+        self,
+        project: str,
+        *,
+        instances: int | None = None,
+        cores: int | None = None,
+        ram: int | None = None,
+    ) -> None:
+        """Set a project's Nova quota (name or id; -1 is unlimited; None leaves one as it is)."""
+        asked = {"instances": instances, "cores": cores, "ram": ram}
+        limits = {k: v for k, v in asked.items() if v is not None}
+        with self._admin() as conn:
+            conn.compute.update_quota_set(self._project_id(conn, project), **limits)
+
+    def create_project_user(
+        self,
+        project: str,
+        user: str | None = None,
+        *,
+        role: str = "member",
+        password: str | None = None,
+    ) -> Credentials:
+        """A new project (reused if it exists) and a user with `role` on it; its login."""
+        user = user or f"{project}-user"
+        password = password or secrets.token_urlsafe(12)
+        with self._admin() as conn:
+            try:
+                proj = conn.identity.find_project(
+                    project, domain_id="default", ignore_missing=False
+                )
+            except exceptions.NotFoundException:
+                proj = conn.identity.create_project(name=project, domain_id="default")
+            self.project_ids[project] = proj.id
+            new = conn.identity.create_user(
+                name=user, password=password, domain_id="default", default_project_id=proj.id
+            )
+            conn.identity.assign_project_role_to_user(
+                proj, new, conn.identity.find_role(role, ignore_missing=False)
+            )
+        return Credentials(self.auth_url, user, password, project)
+
+    def register_service(
+        self,
+        name: str,
+        service_type: str,
+        url: str,
+        *,
+        interfaces: tuple[str, ...] = ("public", "internal", "admin"),
+    ) -> str:
+        """Add a service and its endpoints to Keystone's catalog; return the service id."""
+        with self._admin() as conn:
+            return self._register(conn, name, service_type, url, interfaces)
+
+    @property
+    def services(self) -> list[Service]:
+        """The processes it started, by service name order of start."""
+        with self._services_lock:
+            return list(self._services.values())
+
+    def rss_bytes(self) -> int:
+        """Resident memory of every process the cloud started (gunicorn workers included)."""
+        return sum(svc.rss_bytes() for svc in self.services)
+
+    def pids(self) -> dict[str, int]:
+        return {svc.name: svc.pid for svc in self.services if svc.pid is not None}
+
+    def __enter__(self) -> OpenStackCloud:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------- start/stop
+    def start(self) -> OpenStackCloud:
+        """Start everything and wait until it answers; raise VenvUnavailable or
+        CloudStartError (stopping what it started) when it cannot."""
+        t0 = time.monotonic()
+        self.venv = self._venv_arg or ensure_venv()
+        self.timings["venv"] = time.monotonic() - t0
+        with _running_lock:
+            _running.add(self)
+        try:
+            self._start(time.monotonic() + self.start_timeout)
+        except BaseException:
+            self.stop()
+            raise
+        self.timings["start"] = time.monotonic() - t0
+        return self
+
+    def stop(self) -> None:
+        """Stop every process it started (by PID) and remove the work dir unless kept."""
+        if self._stopped:
+            return
+        self._stopped = True
+        t0 = time.monotonic()
+        processes.stop_all(self.services, STOP_GRACE)
+        for sock in self._sockets.values():
+            sock.close()
+        self._sockets.clear()
+        if self.work_dir is not None and not self.keep:
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+        with _running_lock:
+            _running.discard(self)
+        self.timings["stop"] = time.monotonic() - t0
+
+    # ---------------------------------------------------------------- private
+    def _start(self, deadline: float) -> None:
+        assert self.venv is not None
+        if self._work_dir_arg is None:
+            self.work_dir = Path(tempfile.mkdtemp(prefix="shoal-openstack-"))
+        else:
+            self.work_dir = self._work_dir_arg
+            self.work_dir.mkdir(parents=True, exist_ok=True)
+        for name in ("keystone", "glance", "placement", "nova"):
+            self._sockets[name] = _bound_socket()
+            (self.work_dir / name).mkdir(exist_ok=True)
+        ports = configs.Ports(**{n: s.getsockname()[1] for n, s in self._sockets.items()})
+        passwords = {u: secrets.token_urlsafe(16) for u in ("admin", "demo", *SERVICE_USERS)}
+        self._layout = lay = configs.Layout(self.work_dir, self.venv, ports, passwords)
+        self.admin = Credentials(lay.keystone_url, "admin", passwords["admin"], "admin")
+        self.demo = Credentials(lay.keystone_url, "demo", passwords["demo"], "demo")
+        self.shoal = Credentials(
+            lay.keystone_url, "shoal", passwords["shoal"], configs.SERVICE_PROJECT
+        )
+        conf = {
+            "keystone": configs.keystone(lay),
+            "glance": configs.glance(lay),
+            "placement": configs.placement(lay),
+            "nova": configs.nova(lay),
+        }
+        phase = self._phase_timer()
+
+        # 1. the databases in parallel; each of the first three services starts as soon as
+        # its database is ready, from this thread (see processes.Service.start)
+        servers = {
+            "keystone": ("ks_wsgi", 4, {"OS_KEYSTONE_CONFIG_FILES": str(conf["keystone"])}),
+            "glance": ("glance_wsgi", 4, {"OS_GLANCE_CONFIG_DIR": str(lay.dir("glance"))}),
+            "placement": (
+                "placement_wsgi",
+                1,
+                {"OS_PLACEMENT_CONFIG_DIR": str(lay.dir("placement"))},
+            ),
+        }
+        with ThreadPoolExecutor(max_workers=4, thread_name_prefix="os-setup") as pool:
+            futures = {
+                pool.submit(self._setup_keystone, conf["keystone"]): "keystone",
+                pool.submit(self._sync_glance, conf["glance"]): "glance",
+                pool.submit(self._sync_placement, conf["placement"]): "placement",
+                pool.submit(self._sync_nova, conf["nova"]): "nova",
+            }
+            try:
+                for future in as_completed(futures, timeout=deadline - time.monotonic()):
+                    future.result()
+                    if futures[future] in servers:
+                        module, threads, env = servers[futures[future]]
+                        self._gunicorn(futures[future], module, threads, **env)
+            except TimeoutError:
+                raise CloudStartError(
+                    f"the databases were not ready after {self.start_timeout:.0f}s"
+                ) from None
+        phase("databases synced, keystone/glance/placement started")
+
+        keystone, glance, placement = (
+            self._services[n] for n in ("keystone", "glance", "placement")
+        )
+        self._wait_http("keystone", lay.keystone_url, keystone, deadline)
+        phase("keystone answers")
+        with self._admin() as conn:
+            self._bootstrap_identity(conn)
+        phase("projects, users, catalog")
+        with self._admin() as conn:  # a new token, whose catalog has the new services
+            self._wait_http("placement", lay.placement_url + "/", placement, deadline)
+            nova = self._start_nova(conf["nova"])
+            self._wait_http("glance", lay.glance_url + "/", glance, deadline)
+            self._upload_image(conn)
+            phase("image uploaded")
+            self._wait_http("nova", lay.nova_url + "/", nova, deadline)
+            self._wait_computes(conn, nova, deadline)
+            phase("nova answers, compute hosts in placement")
+            self._setup_compute(conn)
+            phase("zones, flavors, quotas")
+
+    def _phase_timer(self) -> Callable[[str], None]:
+        last = [time.monotonic()]
+
+        def phase(name: str) -> None:
+            now = time.monotonic()
+            self.timings[name] = now - last[0]
+            last[0] = now
+
+        return phase
+
+    def _env(self, **extra: str) -> dict[str, str]:
+        """The services' environment: the caller's minus OpenStack and Python settings."""
+        assert self.venv is not None
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("OS_", "PYTHON")) and k != "VIRTUAL_ENV"
+        }
+        env["PATH"] = f"{self.venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+        env["PYTHONWARNINGS"] = "ignore"  # keeps the logs readable (eventlet, policy, ...)
+        env.update(extra)
+        return env
+
+    def _bin(self, name: str) -> str:
+        assert self.venv is not None
+        return str(self.venv / "bin" / name)
+
+    def _step(self, service: str, *argv: str, **env: str) -> None:
+        d = self.layout.dir(service)
+        processes.run_step(
+            " ".join([Path(argv[0]).name, *argv[3:]]),  # e.g. "nova-manage db sync"
+            argv,
+            cwd=d,
+            env=self._env(**env),
+            log=d / "setup.log",
+            timeout=STEP_TIMEOUT,
+        )
+
+    def _gunicorn(self, service: str, module: str, threads: int, **env: str) -> Service:
+        d = self.layout.dir(service)
+        sock = self._sockets[service]
+        svc = Service(
+            service,
+            [
+                self._bin("gunicorn"),
+                "--bind",
+                f"fd://{sock.fileno()}",
+                "--pythonpath",
+                str(HERE),
+                "--workers",
+                "1",
+                "--threads",
+                str(threads),
+                "--no-control-socket",
+                "--error-logfile",
+                str(d / "gunicorn.log"),
+                f"{module}:application",
+            ],  # fmt: skip
+            cwd=d,
+            env=self._env(**env),
+            logs=[d / "stdout.log", d / "gunicorn.log", d / f"{service}.log"],
+            pass_fds=[sock.fileno()],
+        )
+        self._add(svc)
+        return svc
+
+    def _add(self, svc: Service) -> None:
+        """Record a service before it starts, so that stop() finds it whatever happens next."""
+        with self._services_lock:
+            self._services[svc.name] = svc
+        svc.start()
+        # The service holds the listening socket now. Without our copy, a service that dies
+        # refuses connections instead of leaving clients waiting in the kernel's backlog.
+        self._sockets.pop(svc.name).close()
+
+    def _setup_keystone(self, conf: Path) -> None:
+        d = self.layout.dir("keystone")
+        km = [self._bin("keystone-manage"), "--config-file", str(conf)]
+        self._step("keystone", *km, "db_sync")
+        _fernet_keys(d / "fernet-keys")
+        _fernet_keys(d / "credential-keys")
+        url = self.layout.keystone_url
+        self._step(
+            "keystone",
+            *km,
+            "bootstrap",
+            "--bootstrap-region-id", REGION,
+            "--bootstrap-admin-url", url,
+            "--bootstrap-internal-url", url,
+            "--bootstrap-public-url", url,
+            OS_BOOTSTRAP_PASSWORD=self.admin.password,  # from the env: never on a command line
+        )  # fmt: skip
+
+    def _sync_glance(self, conf: Path) -> None:
+        self._step("glance", self._bin("glance-manage"), "--config-file", str(conf), "db_sync")
+
+    def _sync_placement(self, conf: Path) -> None:
+        pm = [self._bin("placement-manage"), "--config-file", str(conf)]
+        self._step("placement", *pm, "db", "sync")
+
+    def _sync_nova(self, conf: Path) -> None:
+        d = self.layout.dir("nova")
+        nm = [self._bin("nova-manage"), "--config-file", str(conf)]
+        self._step("nova", *nm, "api_db", "sync")
+        self._step(
+            "nova", *nm, "cell_v2", "map_cell0",
+            "--database_connection", f"sqlite:///{d}/nova_cell0.db",
+        )  # fmt: skip
+        self._step("nova", *nm, "cell_v2", "create_cell", "--name", "cell1")
+        self._step("nova", *nm, "db", "sync")
+
+    def _start_nova(self, conf: Path) -> Service:
+        d = self.layout.dir("nova")
+        sock = self._sockets["nova"]
+        svc = Service(
+            "nova",
+            [
+                self._bin("python"),
+                str(HERE / "nova_allinone.py"),
+                "--config-file",
+                str(conf),
+                "--computes",
+                ",".join(COMPUTE_HOSTS),
+                "--bind-fd",
+                str(sock.fileno()),
+            ],  # fmt: skip
+            cwd=d,
+            env=self._env(),
+            logs=[d / "stdout.log", d / "nova.log"],
+            pass_fds=[sock.fileno()],
+        )
+        self._add(svc)
+        return svc
+
+    def _wait_http(self, name: str, url: str, svc: Service, deadline: float) -> None:
+        processes.wait_until(
+            f"{name} at {url}",
+            lambda: processes.http_status(url) in (200, 300, 401),
+            watch=[svc],
+            timeout=max(deadline - time.monotonic(), 1.0),
+        )
+
+    @contextmanager
+    def _admin(self) -> Iterator[Connection]:
+        conn = self.admin.connect()
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+    def _project_id(self, conn: Connection, project: str) -> str:
+        if project in self.project_ids:
+            return self.project_ids[project]
+        found = conn.identity.find_project(project, domain_id="default", ignore_missing=False)
+        self.project_ids[project] = found.id
+        return str(found.id)
+
+    def _register(
+        self,
+        conn: Connection,
+        name: str,
+        service_type: str,
+        url: str,
+        interfaces: tuple[str, ...] = ("public", "internal", "admin"),
+    ) -> str:
+        svc = conn.identity.create_service(name=name, type=service_type)
+        for interface in interfaces:
+            conn.identity.create_endpoint(
+                service_id=svc.id, interface=interface, url=url, region_id=REGION
+            )
+        return str(svc.id)
+
+    def _bootstrap_identity(self, conn: Connection) -> None:
+        lay = self.layout
+        ident = conn.identity
+        roles = {r.name: r for r in ident.roles()}
+        for role in ("reader", "member", "admin"):
+            if role not in roles:
+                roles[role] = ident.create_role(name=role)
+        self.project_ids["admin"] = ident.find_project("admin", ignore_missing=False).id
+        service = ident.create_project(name=configs.SERVICE_PROJECT, domain_id="default")
+        self.project_ids[service.name] = service.id
+        for name in SERVICE_USERS:
+            user = ident.create_user(
+                name=name,
+                password=lay.passwords[name],
+                domain_id="default",
+                default_project_id=service.id,
+            )
+            ident.assign_project_role_to_user(service, user, roles["admin"])
+        demo = ident.create_project(name="demo", domain_id="default")
+        self.project_ids["demo"] = demo.id
+        user = ident.create_user(
+            name="demo",
+            password=lay.passwords["demo"],
+            domain_id="default",
+            default_project_id=demo.id,
+        )
+        ident.assign_project_role_to_user(demo, user, roles["member"])
+        self._register(conn, "glance", "image", lay.glance_url)
+        self._register(conn, "placement", "placement", lay.placement_url)
+        self._register(conn, "nova", "compute", lay.nova_url)
+
+    def _upload_image(self, conn: Connection) -> None:
+        image = conn.image.create_image(
+            name=self.image_name,
+            data=b"\0" * 65536,
+            disk_format="raw",
+            container_format="bare",
+            visibility="public",
+            wait=True,
+            timeout=120,
+        )
+        image = conn.image.get_image(image.id)
+        if image.status != "active":
+            raise CloudStartError(f"image {image.id} is {image.status}, not active")
+        self.image_id = str(image.id)
+
+    def _wait_computes(self, conn: Connection, nova: Service, deadline: float) -> None:
+        want = set(COMPUTE_HOSTS)
+
+        def ready() -> bool:
+            up = {
+                s.host
+                for s in conn.compute.services(binary="nova-compute")
+                if s.state == "up" and s.status == "enabled"
+            }
+            providers = {p.name for p in conn.placement.resource_providers()}
+            return want <= up and want <= providers
+
+        processes.wait_until(
+            "nova compute hosts up and in placement",
+            ready,
+            watch=[nova],
+            timeout=max(deadline - time.monotonic(), 1.0),
+            interval=0.5,
+        )
+
+    def _setup_compute(self, conn: Connection) -> None:
+        compute = conn.compute
+        for zone, hosts in self.zones.items():
+            agg = compute.create_aggregate(name=f"agg-{zone}", availability_zone=zone)
+            for host in hosts:
+                compute.add_host_to_aggregate(agg, host)
+        for name, vcpus, ram, disk in FLAVORS:
+            f = compute.create_flavor(name=name, vcpus=vcpus, ram=ram, disk=disk, is_public=True)
+            self.flavors[name] = Flavor(name, str(f.id), vcpus, ram, disk)
+        for project in ("admin", "demo"):
+            compute.update_quota_set(self.project_ids[project], instances=-1, cores=-1, ram=-1)
+
+
+if __name__ == "__main__":  # a manual check: start, report, stop
+    with OpenStackCloud(keep="--keep" in sys.argv) as c:
+        print({k: round(v, 1) for k, v in c.timings.items()})
+        print(f"RSS {c.rss_bytes() / 2**20:.0f} MiB; work dir {c.work_dir}")
