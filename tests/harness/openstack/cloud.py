@@ -30,7 +30,6 @@ exit), and its work dir is removed unless `keep=True`.
 from __future__ import annotations
 
 import atexit
-import os
 import secrets
 import shutil
 import socket
@@ -39,7 +38,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,9 +49,9 @@ import yaml
 from openstack import exceptions
 from openstack.connection import Connection
 
-from tests.harness.openstack import configs, processes
+from tests.harness.openstack import configs, databases, processes
 from tests.harness.openstack.processes import CloudStartError, Service
-from tests.harness.openstack.venv import VenvUnavailable, ensure_venv
+from tests.harness.openstack.venv import VenvUnavailable, ensure_venv, note
 
 __all__ = ["CloudStartError", "Credentials", "Flavor", "OpenStackCloud", "VenvUnavailable"]
 
@@ -63,7 +61,6 @@ REGION = configs.REGION
 NETWORK_ID = "3cb9bc59-5699-4588-a4b1-b87f96708bc6"
 COMPUTE_HOSTS = {"az1-host1": "az1", "az1-host2": "az1", "az2-host1": "az2"}
 SERVICE_USERS = ("glance", "placement", "nova", "shoal")
-STEP_TIMEOUT = 180.0  # one db sync or similar, on a loaded 2-core machine
 STOP_GRACE = 10.0
 
 
@@ -149,18 +146,6 @@ def _bound_socket() -> socket.socket:
     sock.bind(("127.0.0.1", 0))
     sock.set_inheritable(True)
     return sock
-
-
-def _fernet_keys(repo: Path) -> None:
-    """What `keystone-manage fernet_setup` writes (a staged key 0, a primary key 1),
-    without starting a process for it."""
-    from cryptography.fernet import Fernet
-
-    repo.mkdir(mode=0o700)
-    for index in (0, 1):
-        key = repo / str(index)
-        key.write_bytes(Fernet.generate_key())
-        key.chmod(0o600)
 
 
 class OpenStackCloud:
@@ -372,6 +357,9 @@ class OpenStackCloud:
     # ---------------------------------------------------------------- private
     def _start(self, deadline: float) -> None:
         assert self.venv is not None
+        phase = self._phase_timer()
+        template = databases.ensure_template(self.venv, note)
+        phase("database template")
         if self._work_dir_arg is None:
             self.work_dir = Path(tempfile.mkdtemp(prefix="shoal-openstack-"))
         else:
@@ -383,52 +371,30 @@ class OpenStackCloud:
         ports = configs.Ports(**{n: s.getsockname()[1] for n, s in self._sockets.items()})
         passwords = {u: secrets.token_urlsafe(16) for u in ("admin", "demo", *SERVICE_USERS)}
         self._layout = lay = configs.Layout(self.work_dir, self.venv, ports, passwords)
+        # The admin password is the template's own (a throwaway made with it): changing it
+        # would revoke tokens for the rest of that second, in Keystone's 1 s resolution.
+        passwords["admin"] = databases.install(template, lay)
         self.admin = Credentials(lay.keystone_url, "admin", passwords["admin"], "admin")
         self.demo = Credentials(lay.keystone_url, "demo", passwords["demo"], "demo")
         self.shoal = Credentials(
             lay.keystone_url, "shoal", passwords["shoal"], configs.SERVICE_PROJECT
         )
-        conf = {
-            "keystone": configs.keystone(lay),
-            "glance": configs.glance(lay),
-            "placement": configs.placement(lay),
-            "nova": configs.nova(lay),
-        }
-        phase = self._phase_timer()
-
-        # 1. the databases in parallel; each of the first three services starts as soon as
-        # its database is ready, from this thread (see processes.Service.start)
-        servers = {
-            "keystone": ("ks_wsgi", 4, {"OS_KEYSTONE_CONFIG_FILES": str(conf["keystone"])}),
-            "glance": ("glance_wsgi", 4, {"OS_GLANCE_CONFIG_DIR": str(lay.dir("glance"))}),
-            "placement": (
-                "placement_wsgi",
-                1,
-                {"OS_PLACEMENT_CONFIG_DIR": str(lay.dir("placement"))},
-            ),
-        }
-        with ThreadPoolExecutor(max_workers=4, thread_name_prefix="os-setup") as pool:
-            futures = {
-                pool.submit(self._setup_keystone, conf["keystone"]): "keystone",
-                pool.submit(self._sync_glance, conf["glance"]): "glance",
-                pool.submit(self._sync_placement, conf["placement"]): "placement",
-                pool.submit(self._sync_nova, conf["nova"]): "nova",
-            }
-            try:
-                for future in as_completed(futures, timeout=deadline - time.monotonic()):
-                    future.result()
-                    if futures[future] in servers:
-                        module, threads, env = servers[futures[future]]
-                        self._gunicorn(futures[future], module, threads, **env)
-            except TimeoutError:
-                raise CloudStartError(
-                    f"the databases were not ready after {self.start_timeout:.0f}s"
-                ) from None
-        phase("databases synced, keystone/glance/placement started")
-
-        keystone, glance, placement = (
-            self._services[n] for n in ("keystone", "glance", "placement")
+        ks_conf = configs.keystone(lay)
+        configs.glance(lay)
+        configs.placement(lay)
+        nova_conf = configs.nova(lay)
+        databases.fernet_keys(lay.dir("keystone") / "fernet-keys")
+        databases.fernet_keys(lay.dir("keystone") / "credential-keys")
+        keystone = self._gunicorn("keystone", "ks_wsgi", 4, OS_KEYSTONE_CONFIG_FILES=str(ks_conf))
+        glance = self._gunicorn(
+            "glance", "glance_wsgi", 4, OS_GLANCE_CONFIG_DIR=str(lay.dir("glance"))
         )
+        # one thread: SQLite then never sees two writers (see placement_wsgi.py)
+        placement = self._gunicorn(
+            "placement", "placement_wsgi", 1, OS_PLACEMENT_CONFIG_DIR=str(lay.dir("placement"))
+        )
+        phase("configs, databases copied, keystone/glance/placement launched")
+
         self._wait_http("keystone", lay.keystone_url, keystone, deadline)
         phase("keystone answers")
         with self._admin() as conn:
@@ -436,7 +402,7 @@ class OpenStackCloud:
         phase("projects, users, catalog")
         with self._admin() as conn:  # a new token, whose catalog has the new services
             self._wait_http("placement", lay.placement_url + "/", placement, deadline)
-            nova = self._start_nova(conf["nova"])
+            nova = self._start_nova(nova_conf)
             self._wait_http("glance", lay.glance_url + "/", glance, deadline)
             self._upload_image(conn)
             phase("image uploaded")
@@ -456,56 +422,22 @@ class OpenStackCloud:
 
         return phase
 
-    def _env(self, **extra: str) -> dict[str, str]:
-        """The services' environment: the caller's minus OpenStack and Python settings."""
-        assert self.venv is not None
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("OS_", "PYTHON")) and k != "VIRTUAL_ENV"
-        }
-        env["PATH"] = f"{self.venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
-        env["PYTHONWARNINGS"] = "ignore"  # keeps the logs readable (eventlet, policy, ...)
-        env.update(extra)
-        return env
-
     def _bin(self, name: str) -> str:
         assert self.venv is not None
         return str(self.venv / "bin" / name)
 
-    def _step(self, service: str, *argv: str, **env: str) -> None:
-        d = self.layout.dir(service)
-        processes.run_step(
-            " ".join([Path(argv[0]).name, *argv[3:]]),  # e.g. "nova-manage db sync"
-            argv,
-            cwd=d,
-            env=self._env(**env),
-            log=d / "setup.log",
-            timeout=STEP_TIMEOUT,
-        )
-
     def _gunicorn(self, service: str, module: str, threads: int, **env: str) -> Service:
+        assert self.venv is not None
         d = self.layout.dir(service)
         sock = self._sockets[service]
+        argv = [self._bin("gunicorn"), "--bind", f"fd://{sock.fileno()}"]
+        argv += ["--pythonpath", str(HERE), "--workers", "1", "--threads", str(threads)]
+        argv += ["--no-control-socket", "--error-logfile", str(d / "gunicorn.log")]
         svc = Service(
             service,
-            [
-                self._bin("gunicorn"),
-                "--bind",
-                f"fd://{sock.fileno()}",
-                "--pythonpath",
-                str(HERE),
-                "--workers",
-                "1",
-                "--threads",
-                str(threads),
-                "--no-control-socket",
-                "--error-logfile",
-                str(d / "gunicorn.log"),
-                f"{module}:application",
-            ],  # fmt: skip
+            [*argv, f"{module}:application"],
             cwd=d,
-            env=self._env(**env),
+            env=processes.service_env(self.venv, **env),
             logs=[d / "stdout.log", d / "gunicorn.log", d / f"{service}.log"],
             pass_fds=[sock.fileno()],
         )
@@ -521,42 +453,6 @@ class OpenStackCloud:
         # refuses connections instead of leaving clients waiting in the kernel's backlog.
         self._sockets.pop(svc.name).close()
 
-    def _setup_keystone(self, conf: Path) -> None:
-        d = self.layout.dir("keystone")
-        km = [self._bin("keystone-manage"), "--config-file", str(conf)]
-        self._step("keystone", *km, "db_sync")
-        _fernet_keys(d / "fernet-keys")
-        _fernet_keys(d / "credential-keys")
-        url = self.layout.keystone_url
-        self._step(
-            "keystone",
-            *km,
-            "bootstrap",
-            "--bootstrap-region-id", REGION,
-            "--bootstrap-admin-url", url,
-            "--bootstrap-internal-url", url,
-            "--bootstrap-public-url", url,
-            OS_BOOTSTRAP_PASSWORD=self.admin.password,  # from the env: never on a command line
-        )  # fmt: skip
-
-    def _sync_glance(self, conf: Path) -> None:
-        self._step("glance", self._bin("glance-manage"), "--config-file", str(conf), "db_sync")
-
-    def _sync_placement(self, conf: Path) -> None:
-        pm = [self._bin("placement-manage"), "--config-file", str(conf)]
-        self._step("placement", *pm, "db", "sync")
-
-    def _sync_nova(self, conf: Path) -> None:
-        d = self.layout.dir("nova")
-        nm = [self._bin("nova-manage"), "--config-file", str(conf)]
-        self._step("nova", *nm, "api_db", "sync")
-        self._step(
-            "nova", *nm, "cell_v2", "map_cell0",
-            "--database_connection", f"sqlite:///{d}/nova_cell0.db",
-        )  # fmt: skip
-        self._step("nova", *nm, "cell_v2", "create_cell", "--name", "cell1")
-        self._step("nova", *nm, "db", "sync")
-
     def _start_nova(self, conf: Path) -> Service:
         d = self.layout.dir("nova")
         sock = self._sockets["nova"]
@@ -571,9 +467,9 @@ class OpenStackCloud:
                 ",".join(COMPUTE_HOSTS),
                 "--bind-fd",
                 str(sock.fileno()),
-            ],  # fmt: skip
+            ],
             cwd=d,
-            env=self._env(),
+            env=processes.service_env(self.venv),
             logs=[d / "stdout.log", d / "nova.log"],
             pass_fds=[sock.fileno()],
         )

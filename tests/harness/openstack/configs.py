@@ -68,6 +68,7 @@ region_name = {REGION}
 
 def keystone(layout: Layout) -> Path:
     d = layout.dir("keystone")
+    d.mkdir(parents=True, exist_ok=True)
     path = d / "keystone.conf"
     path.write_text(f"""[DEFAULT]
 log_file = {d}/keystone.log
@@ -94,6 +95,7 @@ backend = dogpile.cache.memory
 
 def glance(layout: Layout) -> Path:
     d = layout.dir("glance")
+    d.mkdir(parents=True, exist_ok=True)
     for sub in ("images", "staging", "tasks", "cache"):
         (d / sub).mkdir(parents=True, exist_ok=True)
     path = d / "glance-api.conf"
@@ -124,6 +126,7 @@ config_file = {layout.venv}/etc/glance/glance-api-paste.ini
 
 def placement(layout: Layout) -> Path:
     d = layout.dir("placement")
+    d.mkdir(parents=True, exist_ok=True)
     path = d / "placement.conf"
     path.write_text(
         f"""[DEFAULT]
@@ -140,6 +143,7 @@ auth_strategy = keystone
 
 def nova(layout: Layout) -> Path:
     d = layout.dir("nova")
+    d.mkdir(parents=True, exist_ok=True)
     for sub in ("state", "instances", "lock"):
         (d / sub).mkdir(parents=True, exist_ok=True)
     path = d / "nova.conf"

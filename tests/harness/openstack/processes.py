@@ -136,6 +136,19 @@ class Service:
                 self.proc.wait(timeout=5)
 
 
+def service_env(venv: Path, **extra: str) -> dict[str, str]:
+    """The services' environment: the caller's minus OpenStack and Python settings."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OS_", "PYTHON")) and k != "VIRTUAL_ENV"
+    }
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    env["PYTHONWARNINGS"] = "ignore"  # keeps the logs readable (eventlet, policy, ...)
+    env.update(extra)
+    return env
+
+
 def run_step(
     name: str, argv: Sequence[str], *, cwd: Path, env: dict[str, str], log: Path, timeout: float
 ) -> None:

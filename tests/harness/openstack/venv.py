@@ -55,7 +55,7 @@ def is_complete(venv: Path) -> bool:
     return (venv / STAMP).is_file() and all((venv / "bin" / e).exists() for e in ENTRY_POINTS)
 
 
-def _note(msg: str) -> None:
+def note(msg: str) -> None:
     print(f"[shoal openstack harness] {msg}", file=sys.stderr, flush=True)
 
 
@@ -83,20 +83,12 @@ def _build(venv: Path, log: Path) -> None:
     pip_cache = cache_root() / "pip-cache"
     pip_cache.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    _note(f"building the OpenStack services' venv {venv} (once; about 1-2 min; log: {log})")
+    note(f"building the OpenStack services' venv {venv} (once; about 1-2 min; log: {log})")
     with log.open("w") as out:
         steps = [
             [sys.executable, "-m", "venv", str(venv)],
-            [
-                str(venv / "bin" / "python"),
-                "-m",
-                "pip",
-                "install",
-                "-r",
-                str(REQUIREMENTS),
-                "-c",
-                str(CONSTRAINTS),
-            ],  # fmt: skip
+            [str(venv / "bin" / "python"), "-m", "pip", "install"]
+            + ["-r", str(REQUIREMENTS), "-c", str(CONSTRAINTS)],
         ]
         for argv in steps:
             out.write(f"$ {' '.join(argv)}\n")
@@ -125,7 +117,7 @@ def _build(venv: Path, log: Path) -> None:
         raise VenvUnavailable(f"{venv} lacks {missing} after pip install; see {log}")
     elapsed = time.monotonic() - started
     (venv / STAMP).write_text(f"{requirements_hash()} built in {elapsed:.1f}s\n")
-    _note(f"OpenStack services' venv ready in {elapsed:.0f}s")
+    note(f"OpenStack services' venv ready in {elapsed:.0f}s")
 
 
 def ensure_venv() -> Path:
@@ -145,7 +137,7 @@ def ensure_venv() -> Path:
                 break
             except BlockingIOError:
                 if not noted:
-                    _note(f"waiting for another process to finish building {venv}")
+                    note(f"waiting for another process to finish building {venv}")
                     noted = True
                 if time.monotonic() > deadline:
                     raise VenvUnavailable(
