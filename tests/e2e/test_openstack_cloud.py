@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import keystoneauth1.exceptions
 import openstack
 import pytest
 from openstack import exceptions
@@ -78,6 +81,16 @@ def settle(conn: Connection, server: Server, status: str = "ACTIVE") -> Server:
     return conn.compute.wait_for_server(
         server, status=status, failures=[other], interval=0.5, wait=WAIT
     )
+
+
+def out_of_build(conn: Connection, server: Server) -> Server:
+    """The server once it has left BUILD, whatever it became (or still BUILD after WAIT s)."""
+    deadline = time.monotonic() + WAIT
+    while True:
+        server = conn.compute.get_server(server.id)
+        if server.status != "BUILD" or time.monotonic() > deadline:
+            return server
+        time.sleep(0.5)
 
 
 def test_boot_with_tags_metadata_user_data_and_key_into_a_zone(
@@ -166,6 +179,34 @@ def test_over_quota_create_is_a_403(openstack_cloud: OpenStackCloud, created: li
         conn.close()
 
 
+def test_racing_creates_over_quota_fail_as_403_or_as_a_413_fault(
+    openstack_cloud: OpenStackCloud, created: list[str]
+) -> None:
+    project = unique("race")
+    creds = openstack_cloud.create_project_user(project)
+    openstack_cloud.set_compute_quota(project, instances=2)
+    conn = openstack_cloud.connection(creds)
+    try:
+        accepted, refused = [], []
+        for i in range(3):  # back to back: the API's quota check cannot see them all
+            try:
+                accepted.append(boot(conn, openstack_cloud, created, f"r{i}"))
+            except exceptions.ForbiddenException as exc:
+                refused.append(exc)
+        settled = [out_of_build(conn, s) for s in accepted]
+        active = [s for s in settled if s.status == "ACTIVE"]
+        failed = [s for s in settled if s.status == "ERROR"]
+        assert len(active) + len(failed) == len(accepted), [s.status for s in settled]
+        assert len(active) <= 2 and len(failed) + len(refused) >= 1
+        for s in failed:  # the conductor's recheck: it may fail one that was within quota
+            assert s.fault["code"] == 413
+            assert s.fault["message"].startswith("Quota exceeded for instances:")
+        for exc in refused:
+            assert "Quota exceeded for instances" in str(exc.details)
+    finally:
+        conn.close()
+
+
 def test_unknown_zone_is_a_400(
     openstack_cloud: OpenStackCloud, demo: Connection, created: list[str]
 ) -> None:
@@ -174,6 +215,19 @@ def test_unknown_zone_is_a_400(
     assert caught.value.status_code == 400
     assert "The requested availability zone is not available" in str(caught.value.details)
     assert created == []
+
+
+def test_a_wrong_password_is_keystoneauths_unauthorized(openstack_cloud: OpenStackCloud) -> None:
+    wrong = dataclasses.replace(openstack_cloud.demo, password="wrong")
+    conn = openstack_cloud.connection(wrong)
+    try:
+        # keystoneauth1's own exception, not an openstack.exceptions.SDKException
+        with pytest.raises(keystoneauth1.exceptions.http.Unauthorized) as caught:
+            list(conn.compute.servers())
+        assert caught.value.http_status == 401
+        assert not isinstance(caught.value, exceptions.SDKException)
+    finally:
+        conn.close()
 
 
 def test_delete_leaves_no_server(

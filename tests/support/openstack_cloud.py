@@ -17,6 +17,7 @@ databases) after the session for a post-mortem.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Iterator
@@ -39,14 +40,18 @@ def cloud_unavailable(reason: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def openstack_cloud() -> Iterator[OpenStackCloud]:
+def openstack_cloud(request: pytest.FixtureRequest) -> Iterator[OpenStackCloud]:
     """A started OpenStackCloud, shared by the session's tests on this worker."""
     # Imported here: a worker that runs no OpenStack test never imports openstacksdk.
     from tests.harness.openstack.cloud import CloudStartError, OpenStackCloud, VenvUnavailable
 
     cloud = OpenStackCloud(keep=os.environ.get("SHOAL_TEST_OPENSTACK_KEEP") == "1")
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+    # Uncaptured, so that the one-line note of a first venv build reaches the terminal.
+    uncaptured = capture.global_and_fixture_disabled() if capture else contextlib.nullcontext()
     try:
-        cloud.start()
+        with uncaptured:
+            cloud.start()
     except (VenvUnavailable, CloudStartError) as exc:
         cloud_unavailable(f"{exc.__class__.__name__}: {exc}")
     timings = ", ".join(f"{k} {v:.1f}s" for k, v in cloud.timings.items())
