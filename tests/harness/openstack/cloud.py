@@ -39,18 +39,18 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import openstack
 import yaml
 from openstack import exceptions
 from openstack.connection import Connection
 
-from tests.harness.openstack import configs, databases, processes
+from tests.harness.openstack import configs, databases, processes, provision
+from tests.harness.openstack.credentials import Credentials
 from tests.harness.openstack.processes import CloudStartError, Service
+from tests.harness.openstack.provision import SERVICE_USERS, Flavor
 from tests.harness.openstack.venv import VenvUnavailable, ensure_venv, note
 
 __all__ = ["CloudStartError", "Credentials", "Flavor", "OpenStackCloud", "VenvUnavailable"]
@@ -60,71 +60,8 @@ REGION = configs.REGION
 # Nova's in-process Neutron stub (nova.tests.fixtures.NeutronFixture.network_1)
 NETWORK_ID = "3cb9bc59-5699-4588-a4b1-b87f96708bc6"
 COMPUTE_HOSTS = {"az1-host1": "az1", "az1-host2": "az1", "az2-host1": "az2"}
-SERVICE_USERS = ("glance", "placement", "nova", "shoal")
 STOP_GRACE = 10.0
 
-
-@dataclass(frozen=True)
-class Credentials:
-    """A Keystone v3 password login (what a clouds.yaml entry holds)."""
-
-    auth_url: str
-    username: str
-    password: str
-    project_name: str
-    user_domain_name: str = "Default"
-    project_domain_name: str = "Default"
-    region_name: str = REGION
-
-    def auth(self) -> dict[str, str]:
-        return {
-            "auth_url": self.auth_url,
-            "username": self.username,
-            "password": self.password,
-            "project_name": self.project_name,
-            "user_domain_name": self.user_domain_name,
-            "project_domain_name": self.project_domain_name,
-        }
-
-    def cloud_entry(self) -> dict[str, Any]:
-        """This login as one entry of clouds.yaml's `clouds:` mapping."""
-        return {
-            "auth_type": "password",
-            "auth": self.auth(),
-            "region_name": self.region_name,
-            "identity_api_version": "3",
-            "interface": "public",
-        }
-
-    def connect(self, **options: Any) -> Connection:
-        """An openstacksdk connection; ignores OS_* variables and any clouds.yaml.
-
-        Each HTTP request times out after `api_timeout` seconds (60 unless given)."""
-        options.setdefault("api_timeout", 60)
-        return openstack.connect(
-            load_yaml_config=False,
-            load_envvars=False,
-            auth_type="password",
-            auth=self.auth(),
-            region_name=self.region_name,
-            **options,
-        )
-
-
-@dataclass(frozen=True)
-class Flavor:
-    name: str
-    id: str
-    vcpus: int
-    ram: int
-    disk: int
-
-
-FLAVORS = (
-    ("m1.small", 1, 512, 1),
-    ("m1.medium", 2, 2048, 10),
-    ("huge", 8192, 1024, 1),  # more vCPUs than any fake host offers, even overcommitted
-)
 
 _running: set[OpenStackCloud] = set()
 _running_lock = threading.Lock()
@@ -290,11 +227,11 @@ class OpenStackCloud:
         service_type: str,
         url: str,
         *,
-        interfaces: tuple[str, ...] = ("public", "internal", "admin"),
+        interfaces: tuple[str, ...] = provision.INTERFACES,
     ) -> str:
         """Add a service and its endpoints to Keystone's catalog; return the service id."""
         with self._admin() as conn:
-            return self._register(conn, name, service_type, url, interfaces)
+            return provision.register(conn, name, service_type, url, interfaces)
 
     @property
     def services(self) -> list[Service]:
@@ -398,18 +335,25 @@ class OpenStackCloud:
         self._wait_http("keystone", lay.keystone_url, keystone, deadline)
         phase("keystone answers")
         with self._admin() as conn:
-            self._bootstrap_identity(conn)
+            self.project_ids.update(provision.identity(conn, lay))
         phase("projects, users, catalog")
         with self._admin() as conn:  # a new token, whose catalog has the new services
             self._wait_http("placement", lay.placement_url + "/", placement, deadline)
             nova = self._start_nova(nova_conf)
             self._wait_http("glance", lay.glance_url + "/", glance, deadline)
-            self._upload_image(conn)
+            self.image_id = provision.image(conn, self.image_name)
             phase("image uploaded")
             self._wait_http("nova", lay.nova_url + "/", nova, deadline)
-            self._wait_computes(conn, nova, deadline)
+            processes.wait_until(
+                "nova compute hosts up and in placement",
+                lambda: provision.compute_hosts_ready(conn, set(COMPUTE_HOSTS)),
+                watch=[nova],
+                timeout=max(deadline - time.monotonic(), 1.0),
+                interval=0.5,
+            )
             phase("nova answers, compute hosts in placement")
-            self._setup_compute(conn)
+            unlimited = [self.project_ids["admin"], self.project_ids["demo"]]
+            self.flavors = provision.compute(conn, self.zones, unlimited)
             phase("zones, flavors, quotas")
 
     def _phase_timer(self) -> Callable[[str], None]:
@@ -454,22 +398,16 @@ class OpenStackCloud:
         self._sockets.pop(svc.name).close()
 
     def _start_nova(self, conf: Path) -> Service:
+        venv = self.venv
+        assert venv is not None
         d = self.layout.dir("nova")
         sock = self._sockets["nova"]
         svc = Service(
             "nova",
-            [
-                self._bin("python"),
-                str(HERE / "nova_allinone.py"),
-                "--config-file",
-                str(conf),
-                "--computes",
-                ",".join(COMPUTE_HOSTS),
-                "--bind-fd",
-                str(sock.fileno()),
-            ],
+            [self._bin("python"), str(HERE / "nova_allinone.py"), "--config-file", str(conf)]
+            + ["--computes", ",".join(COMPUTE_HOSTS), "--bind-fd", str(sock.fileno())],
             cwd=d,
-            env=processes.service_env(self.venv),
+            env=processes.service_env(venv),
             logs=[d / "stdout.log", d / "nova.log"],
             pass_fds=[sock.fileno()],
         )
@@ -493,104 +431,10 @@ class OpenStackCloud:
             conn.close()
 
     def _project_id(self, conn: Connection, project: str) -> str:
-        if project in self.project_ids:
-            return self.project_ids[project]
-        found = conn.identity.find_project(project, domain_id="default", ignore_missing=False)
-        self.project_ids[project] = found.id
-        return str(found.id)
-
-    def _register(
-        self,
-        conn: Connection,
-        name: str,
-        service_type: str,
-        url: str,
-        interfaces: tuple[str, ...] = ("public", "internal", "admin"),
-    ) -> str:
-        svc = conn.identity.create_service(name=name, type=service_type)
-        for interface in interfaces:
-            conn.identity.create_endpoint(
-                service_id=svc.id, interface=interface, url=url, region_id=REGION
-            )
-        return str(svc.id)
-
-    def _bootstrap_identity(self, conn: Connection) -> None:
-        lay = self.layout
-        ident = conn.identity
-        roles = {r.name: r for r in ident.roles()}
-        for role in ("reader", "member", "admin"):
-            if role not in roles:
-                roles[role] = ident.create_role(name=role)
-        self.project_ids["admin"] = ident.find_project("admin", ignore_missing=False).id
-        service = ident.create_project(name=configs.SERVICE_PROJECT, domain_id="default")
-        self.project_ids[service.name] = service.id
-        for name in SERVICE_USERS:
-            user = ident.create_user(
-                name=name,
-                password=lay.passwords[name],
-                domain_id="default",
-                default_project_id=service.id,
-            )
-            ident.assign_project_role_to_user(service, user, roles["admin"])
-        demo = ident.create_project(name="demo", domain_id="default")
-        self.project_ids["demo"] = demo.id
-        user = ident.create_user(
-            name="demo",
-            password=lay.passwords["demo"],
-            domain_id="default",
-            default_project_id=demo.id,
-        )
-        ident.assign_project_role_to_user(demo, user, roles["member"])
-        self._register(conn, "glance", "image", lay.glance_url)
-        self._register(conn, "placement", "placement", lay.placement_url)
-        self._register(conn, "nova", "compute", lay.nova_url)
-
-    def _upload_image(self, conn: Connection) -> None:
-        image = conn.image.create_image(
-            name=self.image_name,
-            data=b"\0" * 65536,
-            disk_format="raw",
-            container_format="bare",
-            visibility="public",
-            wait=True,
-            timeout=120,
-        )
-        image = conn.image.get_image(image.id)
-        if image.status != "active":
-            raise CloudStartError(f"image {image.id} is {image.status}, not active")
-        self.image_id = str(image.id)
-
-    def _wait_computes(self, conn: Connection, nova: Service, deadline: float) -> None:
-        want = set(COMPUTE_HOSTS)
-
-        def ready() -> bool:
-            up = {
-                s.host
-                for s in conn.compute.services(binary="nova-compute")
-                if s.state == "up" and s.status == "enabled"
-            }
-            providers = {p.name for p in conn.placement.resource_providers()}
-            return want <= up and want <= providers
-
-        processes.wait_until(
-            "nova compute hosts up and in placement",
-            ready,
-            watch=[nova],
-            timeout=max(deadline - time.monotonic(), 1.0),
-            interval=0.5,
-        )
-
-    def _setup_compute(self, conn: Connection) -> None:
-        compute = conn.compute
-        for zone, hosts in self.zones.items():
-            agg = compute.create_aggregate(name=f"agg-{zone}", availability_zone=zone)
-            for host in hosts:
-                compute.add_host_to_aggregate(agg, host)
-        for name, vcpus, ram, disk in FLAVORS:
-            f = compute.create_flavor(name=name, vcpus=vcpus, ram=ram, disk=disk, is_public=True)
-            self.flavors[name] = Flavor(name, str(f.id), vcpus, ram, disk)
-        for project in ("admin", "demo"):
-            compute.update_quota_set(self.project_ids[project], instances=-1, cores=-1, ram=-1)
+        if project not in self.project_ids:
+            found = conn.identity.find_project(project, domain_id="default", ignore_missing=False)
+            self.project_ids[project] = str(found.id)
+        return self.project_ids[project]
 
 
 if __name__ == "__main__":  # a manual check: start, report, stop
