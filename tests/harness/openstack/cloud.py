@@ -10,7 +10,8 @@ availability zone `az1` and `az2-host1` in `az2` (host aggregates). Neutron is
 Nova's in-process stub: pass `networks=[{"uuid": cloud.network_id}]` or
 `networks="auto"`; servers get a fixed 192.168.x.y address.
 
-What it sets up, with throwaway passwords made per cloud:
+What it sets up, with throwaway passwords made per cloud (the admin's is made
+with the venv's database template and shared by its clouds, see databases.py):
 
 * Keystone: user `admin` (admin of project `admin`); project `service` with the
   service users `glance`, `placement`, `nova` and `shoal` (admin role there);
