@@ -1,5 +1,7 @@
-"""Fixtures for end-to-end tests: the real libvirt host (tests/support/libvirt_host.py)."""
+"""Fixtures of the end-to-end layer: the real libvirt host and the real OpenStack
+cloud (tests/support/)."""
 
 from tests.support.libvirt_host import libvirt_conn, libvirt_host
+from tests.support.openstack_cloud import openstack_cloud
 
-__all__ = ["libvirt_conn", "libvirt_host"]
+__all__ = ["libvirt_conn", "libvirt_host", "openstack_cloud"]

@@ -1,1 +1,2 @@
-"""Test harnesses for real infrastructure (libvirt + QEMU, ...)."""
+"""Real infrastructure that tests start for themselves: OpenStack services and libvirt +
+QEMU (docs/testing-openstack.md, docs/testing-libvirt.md)."""

@@ -1,0 +1,193 @@
+"""The config files of the test cloud's services, written into its work dir.
+
+Every service listens on 127.0.0.1 only, keeps its SQLite databases and logs
+under its own folder of the work dir, and talks to the others through
+Keystone's catalog. RPC is oslo.messaging's in-process fake:// (no broker).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+REGION = "RegionOne"
+SERVICE_PROJECT = "service"
+
+
+@dataclass(frozen=True)
+class Ports:
+    keystone: int
+    glance: int
+    placement: int
+    nova: int
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where one cloud's files live and where its services listen."""
+
+    work: Path
+    venv: Path
+    ports: Ports
+    passwords: dict[str, str]  # service user name -> password (throwaway, per cloud)
+
+    @property
+    def keystone_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports.keystone}/v3"
+
+    @property
+    def glance_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports.glance}"
+
+    @property
+    def placement_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports.placement}"
+
+    @property
+    def nova_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports.nova}/v2.1"
+
+    def dir(self, service: str) -> Path:
+        return self.work / service
+
+
+def _authtoken(layout: Layout, user: str) -> str:
+    return f"""
+[keystone_authtoken]
+www_authenticate_uri = {layout.keystone_url}
+auth_url = {layout.keystone_url}
+auth_type = password
+username = {user}
+password = {layout.passwords[user]}
+project_name = {SERVICE_PROJECT}
+user_domain_name = Default
+project_domain_name = Default
+region_name = {REGION}
+"""
+
+
+def keystone(layout: Layout) -> Path:
+    d = layout.dir("keystone")
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / "keystone.conf"
+    path.write_text(f"""[DEFAULT]
+log_file = {d}/keystone.log
+[database]
+connection = sqlite:///{d}/keystone.db
+[token]
+provider = fernet
+[fernet_tokens]
+key_repository = {d}/fernet-keys
+[fernet_receipts]
+# (its default is under /etc/keystone)
+key_repository = {d}/fernet-keys
+[credential]
+key_repository = {d}/credential-keys
+[identity]
+# bcrypt's minimum: the test users' passwords are throwaway
+password_hash_rounds = 4
+[cache]
+enabled = true
+backend = dogpile.cache.memory
+""")
+    return path
+
+
+def glance(layout: Layout) -> Path:
+    d = layout.dir("glance")
+    d.mkdir(parents=True, exist_ok=True)
+    for sub in ("images", "staging", "tasks", "cache"):
+        (d / sub).mkdir(parents=True, exist_ok=True)
+    path = d / "glance-api.conf"
+    path.write_text(
+        f"""[DEFAULT]
+log_file = {d}/glance.log
+enabled_backends = fs:file
+worker_self_reference_url = {layout.glance_url}
+image_cache_dir = {d}/cache
+[database]
+connection = sqlite:///{d}/glance.db
+[glance_store]
+default_backend = fs
+[fs]
+filesystem_store_datadir = {d}/images
+[os_glance_staging_store]
+filesystem_store_datadir = {d}/staging
+[os_glance_tasks_store]
+filesystem_store_datadir = {d}/tasks
+[paste_deploy]
+flavor = keystone
+config_file = {layout.venv}/etc/glance/glance-api-paste.ini
+"""
+        + _authtoken(layout, "glance")
+    )
+    return path
+
+
+def placement(layout: Layout) -> Path:
+    d = layout.dir("placement")
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / "placement.conf"
+    path.write_text(
+        f"""[DEFAULT]
+log_file = {d}/placement.log
+[placement_database]
+connection = sqlite:///{d}/placement.db
+[api]
+auth_strategy = keystone
+"""
+        + _authtoken(layout, "placement")
+    )
+    return path
+
+
+def nova(layout: Layout) -> Path:
+    d = layout.dir("nova")
+    d.mkdir(parents=True, exist_ok=True)
+    for sub in ("state", "instances", "lock"):
+        (d / sub).mkdir(parents=True, exist_ok=True)
+    path = d / "nova.conf"
+    path.write_text(
+        f"""[DEFAULT]
+log_file = {d}/nova.log
+transport_url = fake://
+compute_driver = fake.FakeDriver
+host = aio
+my_ip = 127.0.0.1
+state_path = {d}/state
+instances_path = {d}/instances
+default_thread_pool_size = 20
+[wsgi]
+api_paste_config = {layout.venv}/etc/nova/api-paste.ini
+[api]
+response_validation = ignore
+[api_database]
+connection = sqlite:///{d}/nova_api.db
+[database]
+connection = sqlite:///{d}/nova_cell1.db
+[oslo_concurrency]
+lock_path = {d}/lock
+[oslo_messaging_notifications]
+driver = noop
+[scheduler]
+discover_hosts_in_cells_interval = -1
+[filter_scheduler]
+shuffle_best_same_weighed_hosts = true
+host_subset_size = 3
+[placement]
+auth_type = password
+auth_url = {layout.keystone_url}
+username = nova
+password = {layout.passwords["nova"]}
+project_name = {SERVICE_PROJECT}
+user_domain_name = Default
+project_domain_name = Default
+region_name = {REGION}
+[glance]
+region_name = {REGION}
+[compute]
+max_concurrent_builds = 10
+"""
+        + _authtoken(layout, "nova")
+    )
+    return path
