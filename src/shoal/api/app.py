@@ -17,7 +17,7 @@ from sqlalchemy.exc import DBAPIError
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from shoal.api import errors, microversion, openapi
+from shoal.api import bodylimit, errors, microversion, openapi
 from shoal.api.routes import (
     certificates,
     clusters,
@@ -189,7 +189,8 @@ def create_app(runtime: Any) -> FastAPI:
             return errors.respond(request, 409, msg)
         raise exc
 
-    app.add_middleware(PerRequest)
+    app.add_middleware(bodylimit.BodyLimit, max_bytes=runtime.settings.max_body_bytes)
+    app.add_middleware(PerRequest)  # outside BodyLimit: its 413 gets the request id
 
     @app.get("/", tags=["meta"])
     def root(request: Request) -> dict[str, Any]:

@@ -34,7 +34,11 @@ def caller(request: Request) -> Caller:
     settings = runtime(request).settings
     project = _id_header(request, "X-Project-Id") or settings.default_project
     user = _id_header(request, "X-User-Id") or "admin"
-    return Caller(project_id=project, user_id=user, version=request.state.version)
+    limits = validation.Limits(
+        nodes_per_group=settings.max_nodes_per_group,
+        nodes_per_cluster=settings.max_nodes_per_cluster,
+    )
+    return Caller(project_id=project, user_id=user, version=request.state.version, limits=limits)
 
 
 def _id_header(request: Request, header: str) -> str | None:

@@ -68,7 +68,13 @@ def create(db: Database, caller: Caller, body: dict[str, Any], quota_default: in
             ct_id, source_id, base = src.cluster_template_id, src.uuid, dict(src.attrs or {})
             source = merge.groups_from_cluster(nodegroups.of_cluster(s, src.uuid))
         attrs = merge.cluster_attrs(base, request_attrs)
-        plans = merge.plan_groups(attrs, group_request, source, allow_zero=caller.at_least(1, 10))
+        plans = merge.plan_groups(
+            attrs,
+            group_request,
+            source,
+            allow_zero=caller.at_least(1, 10),
+            limits=caller.limits,
+        )
         cluster = clusters.insert(
             s,
             project_id=caller.project_id,
@@ -157,7 +163,7 @@ def update(db: Database, caller: Caller, ident: str, patch: Any) -> m.Cluster:
         if "master_count" in changes:
             master = resize.default_group(s, row, master=True)
             body = {"node_count": changes["master_count"], "nodegroup": master.uuid}
-            resize.resize(s, caller, row, body, now)
+            resize.resize(s, caller, row, body, now, field="master_count")
         row.updated_at = now
         return clusters.get(s, caller.project_id, row.uuid)
 
