@@ -17,6 +17,7 @@ from shoal.api import errors
 # Content-Length digits past which the value is surely above any limit (and
 # int() of thousands of digits is refused by Python itself).
 _LENGTH_DIGITS_MAX = 18
+_BEYOND: int = 10**_LENGTH_DIGITS_MAX
 
 
 class BodyTooLarge(HTTPException):
@@ -44,7 +45,7 @@ def declared_length(scope: Scope) -> int | None:
             if not text.isdigit():
                 return None
             if len(text.lstrip(b"0")) > _LENGTH_DIGITS_MAX:
-                return 10**_LENGTH_DIGITS_MAX
+                return _BEYOND
             return int(text)
     return None
 
