@@ -8,6 +8,7 @@ import time
 
 import uvicorn
 
+from shoal.api import serving
 from shoal.runtime import Runtime, build_runtime
 from shoal.settings import Settings
 
@@ -28,14 +29,7 @@ class EmbeddedServer:
         self.settings = settings
         self.runtime: Runtime = build_runtime(settings)
         self.url = f"http://{settings.host}:{settings.port}"
-        config = uvicorn.Config(
-            create_app(self.runtime),
-            host=settings.host,
-            port=settings.port,
-            log_level="warning",
-            lifespan="on",
-        )
-        self._server = uvicorn.Server(config)
+        self._server = uvicorn.Server(serving.config(create_app(self.runtime), settings))
         self._thread = threading.Thread(target=self._server.run, name="shoal-embedded", daemon=True)
 
     def start(self, timeout: float = 30) -> None:
