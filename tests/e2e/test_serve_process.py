@@ -5,14 +5,9 @@ counts no site can run are refused without the process growing."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import socket
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -20,45 +15,11 @@ import psutil
 import pytest
 
 from tests.support.databases import throwaway_pg
+from tests.support.process import SHOAL, serving, shoal_env
 from tests.support.server import free_port
 
-SHOAL = str(Path(sys.executable).with_name("shoal"))
 LATEST = {"OpenStack-API-Version": "container-infra latest"}
 HUGE = 2_147_483_647
-
-
-def _env(data: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SHOAL_")}
-    env.update(SHOAL_DATA_DIR=str(data), SHOAL_SIM_TIME_SCALE="100", **extra)
-    return env
-
-
-@contextmanager
-def serving(env: dict[str, str], port: int, log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """`shoal serve --port PORT` until its API answers; SIGINT and wait at the end."""
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [SHOAL, "serve", "--port", str(port)], env=env, stdout=out, stderr=out
-        )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, "shoal serve did not start"
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.05)
-        yield proc
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
 
 
 def test_serve_on_a_taken_port_says_so_in_one_line_and_exits_2(tmp_path: Path) -> None:
@@ -68,7 +29,7 @@ def test_serve_on_a_taken_port_says_so_in_one_line_and_exits_2(tmp_path: Path) -
         port = taken.getsockname()[1]
         done = subprocess.run(
             [SHOAL, "serve", "--port", str(port)],
-            env=_env(tmp_path),
+            env=shoal_env(tmp_path),
             capture_output=True,
             text=True,
             timeout=60,
@@ -83,7 +44,7 @@ def test_serve_on_a_taken_port_says_so_in_one_line_and_exits_2(tmp_path: Path) -
 
 def test_serve_logs_json_lines_with_the_access_log(tmp_path: Path) -> None:
     port, log = free_port(), tmp_path / "serve.log"
-    env = _env(tmp_path / "data", SHOAL_LOG_FORMAT="json", SHOAL_LOG_LEVEL="INFO")
+    env = shoal_env(tmp_path / "data", SHOAL_LOG_FORMAT="json", SHOAL_LOG_LEVEL="INFO")
     with serving(env, port, log):
         httpx.get(f"http://127.0.0.1:{port}/v1/clusters").raise_for_status()
         assert httpx.get(f"http://127.0.0.1:{port}/v1/clusters/nope").status_code == 404
@@ -108,7 +69,7 @@ def test_no_password_reaches_the_output_of_serve_or_db_migrate(tmp_path: Path) -
         secret = "s3cret-pw-9"
         with_pw = url.replace("postgresql://postgres@", f"postgresql://postgres:{secret}@")
         port, log = free_port(), tmp_path / "serve.log"
-        with serving(_env(data, SHOAL_DATABASE_URL=with_pw), port, log):
+        with serving(shoal_env(data, SHOAL_DATABASE_URL=with_pw), port, log):
             httpx.get(f"http://127.0.0.1:{port}/v1/clusters").raise_for_status()
         out = log.read_text()
         assert "postgres:***@127.0.0.1" in out and secret not in out
@@ -116,7 +77,7 @@ def test_no_password_reaches_the_output_of_serve_or_db_migrate(tmp_path: Path) -
         target_pw = target.replace("postgresql://postgres@", f"postgresql://postgres:{secret}@")
         done = subprocess.run(
             [SHOAL, "db", "migrate", "--to", target_pw],
-            env=_env(data, SHOAL_DATABASE_URL=with_pw),
+            env=shoal_env(data, SHOAL_DATABASE_URL=with_pw),
             capture_output=True,
             text=True,
             timeout=120,
@@ -128,7 +89,7 @@ def test_no_password_reaches_the_output_of_serve_or_db_migrate(tmp_path: Path) -
         missing = target_pw.rsplit("/", 1)[0] + "/shoal_no_such_db"
         done = subprocess.run(
             [SHOAL, "db", "migrate", "--to", missing],
-            env=_env(data, SHOAL_DATABASE_URL=with_pw),
+            env=shoal_env(data, SHOAL_DATABASE_URL=with_pw),
             capture_output=True,
             text=True,
             timeout=120,
@@ -142,7 +103,7 @@ def test_huge_counts_are_refused_and_the_server_does_not_grow(tmp_path: Path) ->
     """The conductor runs: a stored count of 2**31 - 1 would have it grow by hundreds
     of MB a second. Refused at the door, nothing is stored and RSS stays flat."""
     port, log = free_port(), tmp_path / "serve.log"
-    with serving(_env(tmp_path / "data"), port, log) as proc:
+    with serving(shoal_env(tmp_path / "data"), port, log) as proc:
         api = httpx.Client(base_url=f"http://127.0.0.1:{port}/v1", headers=LATEST, timeout=30)
         api.post("/clusters", json={"name": "base", "image_id": "fedora-coreos-40"})
         rss = psutil.Process(proc.pid)

@@ -17,6 +17,7 @@ from sqlalchemy.exc import DBAPIError
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from shoal import keys
 from shoal.api import bodylimit, errors, microversion, openapi
 from shoal.api.routes import (
     certificates,
@@ -26,6 +27,8 @@ from shoal.api.routes import (
     nodegroups,
     nodegrouptemplates,
 )
+from shoal.domain import sealing
+from shoal.services import certificates as certificate_service
 
 # deadlock_detected, serialization_failure, lock_not_available
 CONFLICT_SQLSTATES = frozenset({"40P01", "40001", "55P03"})
@@ -153,14 +156,19 @@ def _unsupported(exc: Exception, req_id: str) -> dict[str, Any]:
     return body
 
 
-def create_app(runtime: Any) -> FastAPI:
+def create_app(runtime: Any, sealer: sealing.Sealer | None = None) -> FastAPI:
     """The ASGI app for one `shoal.runtime.Runtime` (database, driver, optional conductor).
 
     Typed `Any` because the API layer must not import the runtime (which builds drivers).
+    `sealer` seals cluster CA keys at rest; by default the key the settings name
+    (`shoal.keys`, made in the data directory on first start). At startup, keys
+    still stored as plaintext are sealed.
     """
+    sealer = sealer or keys.load(runtime.settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        certificate_service.seal_stored_keys(runtime.db, sealer)
         runtime.start()
         try:
             yield
@@ -176,6 +184,7 @@ def create_app(runtime: Any) -> FastAPI:
         redirect_slashes=False,
     )
     app.state.runtime = runtime
+    app.state.sealer = sealer
     errors.install(app)
     openapi.install(app)
 

@@ -11,7 +11,7 @@ from fastapi import Request, Response
 from shoal.api.errors import HTTPError
 from shoal.db.engine import Database
 from shoal.db.repo.paging import Page
-from shoal.domain import validation
+from shoal.domain import sealing, validation
 from shoal.domain.errors import Invalid
 from shoal.services.context import Caller
 
@@ -26,6 +26,12 @@ def runtime(request: Request) -> Any:
 def db(request: Request) -> Database:
     d: Database = runtime(request).db
     return d
+
+
+def sealer(request: Request) -> sealing.Sealer:
+    """The key that seals secrets at rest (cluster CA keys), loaded at app creation."""
+    s: sealing.Sealer = request.app.state.sealer
+    return s
 
 
 def caller(request: Request) -> Caller:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from shoal import logs
+from shoal import datadir, keys, logs
 from shoal.domain.errors import ShoalError
 from shoal.settings import Settings, SettingsError
 
@@ -28,6 +28,7 @@ def upgrade() -> None:
     from shoal.db.engine import Database
 
     settings = _settings()
+    datadir.secure(settings)
     db = Database(settings.db_url)
     try:
         db.upgrade()
@@ -55,6 +56,7 @@ def migrate(
     from shoal.services.transfer import copy_database
 
     settings = _settings()
+    datadir.secure(settings)
     src = source or settings.db_url
     sim_src = sim_source or (source if source else settings.sim_db_url)
     try:
@@ -69,6 +71,11 @@ def migrate(
         raise typer.Exit(1) from exc
     typer.echo(f"copied and verified {report.total} rows in {len(report.rows)} tables.")
     typer.echo(f"Now run shoal on it:  SHOAL_DATABASE_URL={logs.mask_url(to)} shoal serve")
+    typer.echo(
+        "Cluster CA keys were copied sealed, as they are: every shoal serve on the new "
+        f"database needs the key they were sealed with ({keys.source(settings)}; e.g. "
+        "SHOAL_SECRET_KEY_FILE=/path/to/that/file)."
+    )
 
 
 def _failure(exc: Exception, target: str) -> str:

@@ -8,6 +8,7 @@ import time
 
 import uvicorn
 
+from shoal import datadir
 from shoal.api import serving
 from shoal.runtime import Runtime, build_runtime
 from shoal.settings import Settings
@@ -27,6 +28,7 @@ class EmbeddedServer:
         from shoal.api.app import create_app
 
         self.settings = settings
+        datadir.secure(settings)
         self.runtime: Runtime = build_runtime(settings)
         self.url = f"http://{settings.host}:{settings.port}"
         self._server = uvicorn.Server(serving.config(create_app(self.runtime), settings))

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import typer
 
-from shoal import logs
-from shoal.runtime import build_runtime
+from shoal import datadir, keys, logs
+from shoal.domain.errors import ShoalError
+from shoal.domain.sealing import Sealer
+from shoal.runtime import Runtime, build_runtime
 from shoal.settings import Settings, SettingsError
 
 log = logging.getLogger("shoal")
@@ -73,7 +75,7 @@ def serve(
         )
         raise typer.Exit(EXIT_USAGE) from exc
     try:
-        runtime = build_runtime(settings)
+        runtime, sealer = _open(settings)
     except BaseException:
         sock.close()
         raise
@@ -87,10 +89,33 @@ def serve(
     )
     _settle_heap()
     try:
-        uvicorn.Server(serving.config(create_app(runtime), settings)).run(sockets=[sock])
+        app = create_app(runtime, sealer)
+        uvicorn.Server(serving.config(app, settings)).run(sockets=[sock])
     finally:
         runtime.close()
         sock.close()
+
+
+def _open(settings: Settings) -> tuple[Runtime, Sealer]:
+    """Private files, the secret key, the runtime, and the stored CA keys sealed with
+    that key; a key that is missing or not the one they were sealed with is one line
+    and exit 2 (nothing has been served)."""
+    from shoal.services import certificates
+
+    datadir.secure(settings)
+    try:
+        sealer = keys.load(settings)
+    except SettingsError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_USAGE) from exc
+    runtime = build_runtime(settings)
+    try:
+        certificates.seal_stored_keys(runtime.db, sealer)
+    except ShoalError as exc:
+        runtime.close()
+        typer.echo(f"error: {exc.message}", err=True)
+        raise typer.Exit(EXIT_USAGE) from exc
+    return runtime, sealer
 
 
 def _where(settings: Settings) -> str:
@@ -104,6 +129,7 @@ def conductor() -> None:
     Example: SHOAL_DATABASE_URL=postgresql://postgres@127.0.0.1/shoal shoal conductor
     """
     settings = _settings()
+    datadir.secure(settings)
     runtime = build_runtime(settings, with_conductor=True)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
