@@ -99,35 +99,6 @@ async def json_patch(request: Request) -> list[Any]:
     return data
 
 
-OBJECT_BODY: dict[str, Any] = {
-    "requestBody": {
-        "required": True,
-        "content": {"application/json": {"schema": {"type": "object"}}},
-    }
-}
-PATCH_BODY: dict[str, Any] = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "application/json": {
-                "schema": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "op": {"type": "string", "enum": ["add", "replace", "remove"]},
-                            "path": {"type": "string"},
-                            "value": {},
-                        },
-                        "required": ["op", "path"],
-                    },
-                }
-            }
-        },
-    }
-}
-
-
 def page(request: Request) -> Page:
     """limit (default and cap: settings.page_limit), marker, sort_key, sort_dir."""
     q = request.query_params

@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 
-from shoal.api import deps
+from shoal.api import deps, schemas
 from shoal.services import certificates
 from shoal.services.certificates import CertView
 
@@ -32,7 +32,7 @@ def show_ca(request: Request, cluster_ident: str) -> dict[str, Any]:
     return _view(request, view)
 
 
-@router.post("", status_code=201, openapi_extra=deps.OBJECT_BODY)
+@router.post("", status_code=201, openapi_extra=schemas.body("CertificateSign"))
 def sign(request: Request, body: dict[str, Any] = Depends(deps.json_object)) -> JSONResponse:
     """`{"cluster_uuid", "csr"}` -> the CSR signed by the cluster's CA."""
     view = certificates.sign(deps.db(request), deps.caller(request), deps.sealer(request), body)
