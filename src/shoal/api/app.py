@@ -17,7 +17,6 @@ from sqlalchemy.exc import DBAPIError
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from shoal import keys
 from shoal.api import bodylimit, errors, microversion, openapi
 from shoal.api.routes import (
     certificates,
@@ -28,7 +27,6 @@ from shoal.api.routes import (
     nodegrouptemplates,
 )
 from shoal.domain import sealing
-from shoal.services import certificates as certificate_service
 
 # deadlock_detected, serialization_failure, lock_not_available
 CONFLICT_SQLSTATES = frozenset({"40P01", "40001", "55P03"})
@@ -160,15 +158,13 @@ def create_app(runtime: Any, sealer: sealing.Sealer | None = None) -> FastAPI:
     """The ASGI app for one `shoal.runtime.Runtime` (database, driver, optional conductor).
 
     Typed `Any` because the API layer must not import the runtime (which builds drivers).
-    `sealer` seals cluster CA keys at rest; by default the key the settings name
-    (`shoal.keys`, made in the data directory on first start). At startup, keys
-    still stored as plaintext are sealed.
+    `sealer` seals cluster CA keys at rest (`shoal serve` loads it, and seals the
+    keys still stored as plaintext, before it serves); without one, the key the
+    settings name is loaded when a request first needs it (`deps.sealer`).
     """
-    sealer = sealer or keys.load(runtime.settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        certificate_service.seal_stored_keys(runtime.db, sealer)
         runtime.start()
         try:
             yield

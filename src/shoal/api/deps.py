@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 from urllib.parse import quote, urlencode
 
 from fastapi import Request, Response
 
+from shoal import keys
 from shoal.api.errors import HTTPError
 from shoal.db.engine import Database
 from shoal.db.repo.paging import Page
 from shoal.domain import sealing, validation
-from shoal.domain.errors import Invalid
+from shoal.domain.errors import Invalid, SecretUnavailable
 from shoal.services.context import Caller
+from shoal.settings import SettingsError
 
 PAGE_PARAMS = ("limit", "marker", "sort_key", "sort_dir")
 
@@ -28,9 +31,20 @@ def db(request: Request) -> Database:
     return d
 
 
+_SEALER_LOCK = threading.Lock()
+
+
 def sealer(request: Request) -> sealing.Sealer:
-    """The key that seals secrets at rest (cluster CA keys), loaded at app creation."""
-    s: sealing.Sealer = request.app.state.sealer
+    """The key that seals secrets at rest (cluster CA keys): the one the app was made
+    with, else the one the settings name, loaded (or made) on first use."""
+    state = request.app.state
+    with _SEALER_LOCK:
+        if state.sealer is None:
+            try:
+                state.sealer = keys.load(runtime(request).settings)
+            except SettingsError as exc:  # the operator's to fix: 503 saying what
+                raise SecretUnavailable(str(exc)) from None
+        s: sealing.Sealer = state.sealer
     return s
 
 
