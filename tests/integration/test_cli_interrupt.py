@@ -28,16 +28,18 @@ def slow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
         yield srv
 
 
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ["cluster", "create", "slow", "--image", "fedora-coreos-40", "--wait"],
-        ["cluster", "resize", "slow", "3", "--wait"],
-    ],
-)
+@pytest.mark.parametrize("operation", ["create", "resize"])
 def test_ctrl_c_during_wait_says_the_operation_goes_on_and_exits_130(
-    slow: LiveServer, argv: list[str]
+    slow: LiveServer, operation: str
 ) -> None:
+    name = f"slow-{operation}"
+    if operation == "create":
+        argv = ["cluster", "create", name, "--image", "fedora-coreos-40", "--wait"]
+        generation = 1
+    else:
+        body = {"name": name, "image_id": "fedora-coreos-40"}
+        httpx.post(f"{slow.v1}/clusters", json=body).raise_for_status()
+        argv, generation = ["cluster", "resize", name, "3", "--wait"], 2
     proc = subprocess.Popen(
         [SHOAL, "--url", slow.url, *argv],
         stdout=subprocess.PIPE,
@@ -47,7 +49,7 @@ def test_ctrl_c_during_wait_says_the_operation_goes_on_and_exits_130(
     try:
         deadline = time.monotonic() + 30
         # Interrupt once the request was accepted and the CLI is polling.
-        while "slow" not in _names(slow) or _generation(slow) < (1 if argv[1] == "create" else 2):
+        while name not in _names(slow) or _generation(slow, name) < generation:
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
             time.sleep(0.05)
         time.sleep(0.5)
@@ -59,9 +61,9 @@ def test_ctrl_c_during_wait_says_the_operation_goes_on_and_exits_130(
             proc.communicate()
     assert proc.returncode == 130, err
     assert "goes on in the service" in err
-    assert "shoal cluster watch slow" in err and "shoal events slow" in err
+    assert f"shoal cluster watch {name}" in err and f"shoal events {name}" in err
     assert "Traceback" not in err and "Aborted" not in err
-    status = httpx.get(f"{slow.v1}/clusters/slow").json()["status"]
+    status = httpx.get(f"{slow.v1}/clusters/{name}").json()["status"]
     assert status.endswith("IN_PROGRESS")
 
 
@@ -69,9 +71,9 @@ def _names(server: LiveServer) -> list[str]:
     return [c["name"] for c in httpx.get(f"{server.v1}/clusters").json()["clusters"]]
 
 
-def _generation(server: LiveServer) -> int:
+def _generation(server: LiveServer, name: str) -> int:
     groups = httpx.get(
-        f"{server.v1}/clusters/slow/nodegroups/detail",
+        f"{server.v1}/clusters/{name}/nodegroups/detail",
         headers={"OpenStack-API-Version": "container-infra latest"},
     ).json()["nodegroups"]
     return max(int(g["generation"]) for g in groups)
