@@ -27,6 +27,7 @@ def plan(quick: bool) -> dict[str, Callable[[], list[Row]]]:
             "resize": lambda: scenarios.targeted_resize(50, 5),
             "many": lambda: scenarios.many_clusters(5, 10),
             "speedup": lambda: speedup.pg_speedup([1, 2], speedup.Workload(4, 5, latency_ms=20)),
+            "bounds": lambda: scenarios.bounds(repeat=10),
         }
     return {
         "overhead": lambda: scenarios.overhead([(1, 100, 0), (10, 100, 5), (50, 200, 60)]),
@@ -39,6 +40,7 @@ def plan(quick: bool) -> dict[str, Callable[[], list[Row]]]:
         "resize": lambda: scenarios.targeted_resize(1000, 10),
         "many": lambda: scenarios.many_clusters(200, 20),
         "speedup": lambda: speedup.pg_speedup([1, 2, 4], speedup.Workload(30, 20)),
+        "bounds": lambda: scenarios.bounds(repeat=50),
     }
 
 

@@ -114,6 +114,8 @@ class Deployment:
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SHOAL_")}
+        # The scale scenarios run clusters of 10,000 nodes: raised as an operator would.
+        env.update(SHOAL_MAX_NODES_PER_CLUSTER="20000")
         env.update(SHOAL_DATA_DIR=str(self.workdir / "data"), **self.env_extra)
         if self.database_url:
             env["SHOAL_DATABASE_URL"] = self.database_url

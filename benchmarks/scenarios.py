@@ -336,3 +336,74 @@ def many_clusters(count: int, per_cluster: int) -> list[Row]:
         f"fixed cost {fixed:.0f} CPU-ms per cluster"
     )
     return [many, one]
+
+
+HUGE = 2**31 - 1
+BODY = 2 * 1024 * 1024
+
+
+def bounds(repeat: int) -> list[Row]:
+    """Issue 14: what no site can run is refused at the door, fast, storing nothing,
+    with the conductor running (a stored count of 2**31 - 1 grew it by ~600 MB/s)."""
+    with Deployment() as dep, dep.client() as c:
+        check(c.post("/clusters", json={"name": "base", "image_id": "fedora-coreos-40"}), 202)
+        refused = [
+            (
+                "POST",
+                "/clusters",
+                {"name": "x", "image_id": "fedora-coreos-40", "node_count": HUGE},
+            ),
+            ("PATCH", "/clusters/base", [{"op": "replace", "path": "/node_count", "value": HUGE}]),
+            ("POST", "/clusters/base/actions/resize", {"node_count": HUGE}),
+        ]
+        for method, path, body in refused:  # warm-up: imports and caches
+            check(c.request(method, path, json=body), 400)
+        server = dep.procs[0].family()[0]
+        rss_before = server.memory_info().rss
+        counts: list[float] = []
+        for method, path, body in refused:
+            counts += _timed(lambda m=method, p=path, b=body: check(c.request(m, p, json=b), 400),
+                             repeat)  # fmt: skip
+        big = b'{"name": "x", "labels": {"a": "' + b"x" * BODY + b'"}}'
+        headers = {"Content-Type": "application/json"}
+        declared = _timed(lambda: check(c.post("/clusters", content=big, headers=headers), 413),
+                          repeat)  # fmt: skip
+
+        def chunked() -> Any:
+            parts = (big[i : i + 65536] for i in range(0, len(big), 65536))
+            return check(c.post("/clusters", content=parts, headers=headers), 413)
+
+        streamed = _timed(chunked, repeat)
+        time.sleep(2)  # what a conductor pass on a stored count would take
+        grown = (server.memory_info().rss - rss_before) / 2**20
+        stored = len(check(c.get("/clusters"), 200)["clusters"])
+        peak = dep.peak_rss_mb()
+    rows = []
+    for label, samples in (
+        ("400 node_count 2**31-1 (ms p50)", counts),
+        ("413 2 MiB body, Content-Length (ms p50)", declared),
+        ("413 2 MiB body, chunked (ms p50)", streamed),
+    ):
+        p50, p99 = _percentiles(samples)
+        rows.append(
+            Row(
+                label,
+                len(samples),
+                p50,
+                target="p99 <= 100 ms",
+                ok=p99 <= 100,
+                note=f"p99 {p99:.1f} ms",
+            )
+        )
+    rows.append(
+        Row(
+            "RSS growth after refusals (MB)",
+            len(counts) + 2 * repeat,
+            grown,
+            peak_rss_mb=peak,
+            target="<= 10 MB, 1 cluster stored",
+            ok=grown <= 10 and stored == 1,
+            note=f"clusters stored: {stored}",
+        )  # fmt: skip
+    )
+    return rows

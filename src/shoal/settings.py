@@ -133,6 +133,30 @@ class Settings:
     page_limit: int = _opt(1000, "default and maximum page size", lo=1, hi=100_000)
     sim: SimSettings = field(default_factory=SimSettings)
     conductor_settings: ConductorSettings = field(default_factory=ConductorSettings)
+    max_nodes_per_group: int = _opt(
+        1000, "nodes one node group may hold (node_count, max_node_count)", lo=1, hi=2**31 - 1
+    )
+    max_nodes_per_cluster: int = _opt(
+        5000, "nodes one cluster may hold over all its node groups", lo=1, hi=2**31 - 1
+    )
+    max_body_bytes: int = _opt(
+        1024 * 1024, "largest request body the API accepts (larger: 413)", lo=1024, hi=2**30
+    )
+    max_header_bytes: int = _opt(
+        32 * 1024, "largest request line plus headers the API accepts", lo=4096, hi=1024 * 1024
+    )
+    log_level: str = _opt("INFO", "log level: DEBUG, INFO, WARNING or ERROR")
+    log_format: str = _opt("text", "log format: text, or json (one JSON object a line)")
+    secret_key_file: str | None = _opt(
+        None,
+        "file holding the key that encrypts cluster CA private keys at rest; default: "
+        "secret.key in data_dir, made on first start",
+    )
+    secret_key: str | None = field(
+        default=None,
+        repr=False,
+        metadata={"help": "the key itself, instead of secret_key_file (never printed)"},
+    )
     providers: tuple[ProviderSettings, ...] = ()  # () = the embedded default: one sim
     default_provider: str = DEFAULT_PROVIDER
 

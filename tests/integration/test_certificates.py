@@ -22,12 +22,13 @@ from magnumclient import exceptions as mexc
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
+from shoal import keys
 from shoal.db import migrations
 from shoal.db.engine import Database
 from shoal.db.repo import certificates as ca_repo
 from shoal.db.tables import ClusterCARow
 from shoal.db.types import utcnow
-from shoal.domain import pki
+from shoal.domain import pki, sealing
 from shoal.services.transfer import copy_database
 from tests.integration.api_support import Api, api_server, db_of, row_counts
 from tests.integration.conductor_http_support import conductor_server, wait
@@ -162,7 +163,28 @@ def test_responses_and_events_never_carry_a_private_key(api: Api, server: LiveSe
         assert "PRIVATE KEY" not in text
     with db_of(server).read() as s:
         key_pem = s.scalars(select(ClusterCARow.key_pem)).first()
-    assert key_pem and "PRIVATE KEY" in key_pem  # it is there, and only there
+    # It is there, sealed, and only there.
+    assert key_pem and sealing.is_sealed(key_pem) and "PRIVATE KEY" not in key_pem
+    assert "PRIVATE KEY" in keys.load(server.runtime.settings).open(key_pem)
+
+
+def test_a_ca_key_sealed_with_another_key_is_503_that_says_what_to_do(
+    api: Api, server: LiveServer
+) -> None:
+    """A CA written by a process with another secret key (a misconfigured peer):
+    signing needs the key and cannot have it. Showing the certificate still works."""
+    c = new_cluster(api)
+    other = sealing.Sealer(sealing.new_secret())
+    with db_of(server).write() as s:
+        ca_repo.insert_if_absent(s, c["uuid"], pki.new_ca(c["uuid"], utcnow()), utcnow(), other)
+    before = row_counts(server)
+    r = api.client.post("/certificates", json={"cluster_uuid": c["uuid"], "csr": make_csr()[0]})
+    assert r.status_code == 503, r.text
+    err = r.json()["errors"][0]
+    assert err["code"] == "server" and other.key_id in err["detail"]
+    assert "SHOAL_SECRET_KEY_FILE" in err["detail"] and "PRIVATE" not in r.text
+    assert row_counts(server) == before
+    assert api.ok("GET", f"/certificates/{c['uuid']}")["pem"].startswith("-----BEGIN CERT")
 
 
 def test_rotate_needs_1_5_and_answers_202(server: LiveServer) -> None:
@@ -338,33 +360,40 @@ def test_a_failed_ca_write_names_no_key(db_url: str) -> None:
         migrations.upgrade(db)
         orphan = str(uuid.uuid4())  # no such cluster: the foreign key refuses the row
         ca = pki.new_ca(orphan, utcnow())
+        sealer = sealing.Sealer(sealing.new_secret())
         with pytest.raises(IntegrityError) as exc, db.write() as s:
-            ca_repo.insert_if_absent(s, orphan, ca, utcnow())
+            ca_repo.insert_if_absent(s, orphan, ca, utcnow(), sealer)
         assert "PRIVATE KEY" not in str(exc.value) and "BEGIN" not in str(exc.value)
+        assert sealing.PREFIX not in str(exc.value)
         with pytest.raises(IntegrityError) as exc, db.write() as s:
-            ca_repo.replace(s, orphan, ca, utcnow())
-        assert "PRIVATE KEY" not in str(exc.value)
+            ca_repo.replace(s, orphan, ca, utcnow(), sealer)
+        assert "PRIVATE KEY" not in str(exc.value) and sealing.PREFIX not in str(exc.value)
     finally:
         db.close()
 
 
 @pytest.mark.postgres
 def test_db_migrate_moves_the_cas(tmp_path: Path, pg_url: str) -> None:
-    """An embedded deployment's CAs reach PostgreSQL unchanged."""
+    """An embedded deployment's CAs reach PostgreSQL unchanged: the key as sealed,
+    which only the source's key opens."""
     with api_server("sqlite", tmp_path / "src") as server:
         api = Api(server)
         c = new_cluster(api)
         pem = api.ok("GET", f"/certificates/{c['uuid']}")["pem"]
         src_url = db_of(server).url
+        with db_of(server).read() as s:
+            sealed = s.scalars(select(ClusterCARow.key_pem)).one()
+        sealer = keys.load(server.runtime.settings)
     report = copy_database(src_url, pg_url, progress=lambda _msg: None)
     assert report.rows["cluster_cas"] == 1
     target = Database(pg_url)
     try:
         with target.read() as s:
             row = s.get(ClusterCARow, c["uuid"])
-            assert row is not None and row.cert_pem == pem and "PRIVATE KEY" in row.key_pem
+            assert row is not None and row.cert_pem == pem and row.key_pem == sealed
     finally:
         target.close()
+    assert sealing.is_sealed(sealed) and "PRIVATE KEY" in sealer.open(sealed)
 
 
 def test_magnumclient_error_for_a_bad_csr(server: LiveServer) -> None:

@@ -26,15 +26,16 @@ def free_port() -> int:
 
 class LiveServer:
     def __init__(self, runtime: Runtime, port: int) -> None:
+        from shoal.api import serving
         from shoal.api.app import create_app
 
         self.runtime = runtime
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
         self.v1 = f"{self.url}/v1"
-        config = uvicorn.Config(
-            create_app(runtime), host="127.0.0.1", port=port, log_level="warning", lifespan="on"
-        )
+        # The configuration `shoal serve` uses (h11, header bound), on 127.0.0.1.
+        config = serving.config(create_app(runtime), runtime.settings, port=port)
+        config.host = "127.0.0.1"
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, name="live-server", daemon=True)
 

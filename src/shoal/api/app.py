@@ -17,7 +17,7 @@ from sqlalchemy.exc import DBAPIError
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from shoal.api import errors, microversion, openapi
+from shoal.api import bodylimit, errors, microversion, openapi
 from shoal.api.routes import (
     certificates,
     clusters,
@@ -28,6 +28,7 @@ from shoal.api.routes import (
     providers,
     sim,
 )
+from shoal.domain import sealing
 
 # deadlock_detected, serialization_failure, lock_not_available
 CONFLICT_SQLSTATES = frozenset({"40P01", "40001", "55P03"})
@@ -155,10 +156,13 @@ def _unsupported(exc: Exception, req_id: str) -> dict[str, Any]:
     return body
 
 
-def create_app(runtime: Any) -> FastAPI:
+def create_app(runtime: Any, sealer: sealing.Sealer | None = None) -> FastAPI:
     """The ASGI app for one `shoal.runtime.Runtime` (database, driver, optional conductor).
 
     Typed `Any` because the API layer must not import the runtime (which builds drivers).
+    `sealer` seals cluster CA keys at rest (`shoal serve` loads it, and seals the
+    keys still stored as plaintext, before it serves); without one, the key the
+    settings name is loaded when a request first needs it (`deps.sealer`).
     """
 
     @asynccontextmanager
@@ -178,6 +182,7 @@ def create_app(runtime: Any) -> FastAPI:
         redirect_slashes=False,
     )
     app.state.runtime = runtime
+    app.state.sealer = sealer
     errors.install(app)
     openapi.install(app)
 
@@ -191,7 +196,8 @@ def create_app(runtime: Any) -> FastAPI:
             return errors.respond(request, 409, msg)
         raise exc
 
-    app.add_middleware(PerRequest)
+    app.add_middleware(bodylimit.BodyLimit, max_bytes=runtime.settings.max_body_bytes)
+    app.add_middleware(PerRequest)  # outside BodyLimit: its 413 gets the request id
 
     @app.get("/", tags=["meta"])
     def root(request: Request) -> dict[str, Any]:

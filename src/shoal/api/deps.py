@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 from urllib.parse import quote, urlencode
 
 from fastapi import Request, Response
 
+from shoal import keys
 from shoal.api.errors import HTTPError
 from shoal.db.engine import Database
 from shoal.db.repo.paging import Page
-from shoal.domain import validation
-from shoal.domain.errors import Invalid
+from shoal.domain import sealing, validation
+from shoal.domain.errors import Invalid, SecretUnavailable
 from shoal.domain.model import ProviderNames
 from shoal.services.context import Caller
+from shoal.settings import SettingsError
 
 PAGE_PARAMS = ("limit", "marker", "sort_key", "sort_dir")
 
@@ -35,13 +38,34 @@ def provider_names(request: Request) -> ProviderNames:
     return ProviderNames(tuple(p.name for p in settings.providers), settings.default_provider)
 
 
+_SEALER_LOCK = threading.Lock()
+
+
+def sealer(request: Request) -> sealing.Sealer:
+    """The key that seals secrets at rest (cluster CA keys): the one the app was made
+    with, else the one the settings name, loaded (or made) on first use."""
+    state = request.app.state
+    with _SEALER_LOCK:
+        if state.sealer is None:
+            try:
+                state.sealer = keys.load(runtime(request).settings)
+            except SettingsError as exc:  # the operator's to fix: 503 saying what
+                raise SecretUnavailable(str(exc)) from None
+        s: sealing.Sealer = state.sealer
+    return s
+
+
 def caller(request: Request) -> Caller:
     """Project and user from X-Project-Id / X-User-Id (authentication comes later);
     400 for a value longer than the project_id / user_id columns hold."""
     settings = runtime(request).settings
     project = _id_header(request, "X-Project-Id") or settings.default_project
     user = _id_header(request, "X-User-Id") or "admin"
-    return Caller(project_id=project, user_id=user, version=request.state.version)
+    limits = validation.Limits(
+        nodes_per_group=settings.max_nodes_per_group,
+        nodes_per_cluster=settings.max_nodes_per_cluster,
+    )
+    return Caller(project_id=project, user_id=user, version=request.state.version, limits=limits)
 
 
 def _id_header(request: Request, header: str) -> str | None:
@@ -94,35 +118,6 @@ async def json_patch(request: Request) -> list[Any]:
     """Dependency: the body as a JSON-patch list."""
     data: list[Any] = await json_body(request, kind=list)
     return data
-
-
-OBJECT_BODY: dict[str, Any] = {
-    "requestBody": {
-        "required": True,
-        "content": {"application/json": {"schema": {"type": "object"}}},
-    }
-}
-PATCH_BODY: dict[str, Any] = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "application/json": {
-                "schema": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "op": {"type": "string", "enum": ["add", "replace", "remove"]},
-                            "path": {"type": "string"},
-                            "value": {},
-                        },
-                        "required": ["op", "path"],
-                    },
-                }
-            }
-        },
-    }
-}
 
 
 def page(request: Request) -> Page:

@@ -18,6 +18,7 @@ from shoal.domain import errors as e
 log = logging.getLogger("shoal.api")
 
 STATUS = (
+    (e.SecretUnavailable, 503),  # the operator's key is missing or wrong; says which
     (e.NotFound, 404),
     (e.Forbidden, 403),
     (e.Conflict, 409),

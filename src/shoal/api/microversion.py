@@ -9,7 +9,10 @@ MAX = (1, 14)
 DEFAULT = MIN
 HEADER = "OpenStack-API-Version"
 SERVICES = ("container-infra", "container-infrastructure-management", "container-infrastructure")
-_VERSION = re.compile(r"^(\d+)\.(\d+)$")
+_VERSION = re.compile(r"^([0-9]+)\.([0-9]+)$")
+# A part with more digits than this is out of range whatever it says (and int()
+# of 4,300 digits or more raises), so it is refused as unsupported unparsed.
+_PART_DIGITS_MAX = 6
 
 
 class BadVersion(ValueError):
@@ -37,7 +40,10 @@ def parse(header: str | None) -> tuple[int, int]:
             return MAX
         m = _VERSION.match(raw)
         if not m:
-            raise BadVersion(f"Invalid API version string {raw!r}: use X.Y or latest")
+            shown = raw if len(raw) <= 32 else raw[:32] + "..."
+            raise BadVersion(f"Invalid API version string {shown!r}: use X.Y or latest")
+        if max(len(m.group(1)), len(m.group(2))) > _PART_DIGITS_MAX:
+            raise UnsupportedVersion(raw[:16] + f"... ({len(raw)} characters)")
         version = (int(m.group(1)), int(m.group(2)))
         if not MIN <= version <= MAX:
             raise UnsupportedVersion(fmt(version))

@@ -2,15 +2,28 @@
 
 FastAPI declares a 422 with its own validation schema on every operation that
 takes input; shoal answers bad input with 400 in Magnum's error shape
-(errors.py). This rewrites those declarations, once, when the document is
-first asked for."""
+(errors.py). This rewrites the document, once, when it is first asked for:
+
+- every operation declares the errors it can answer, in Magnum's shape: 400,
+  404, 406, 409 and 413 everywhere (bad headers, unknown ids and names,
+  microversions, conflicts, bodies past the limit), 415 where it takes a body,
+  403 where a quota applies, 503 where a sealed secret is needed;
+- every operation declares the request headers shoal reads (microversion,
+  project, user);
+- request bodies are the typed schemas of `schemas.py`, built with this
+  server's node limits.
+"""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
+
+from shoal.api import microversion, schemas
+from shoal.domain import validation
 
 ERROR_SCHEMA = "MagnumErrors"
 _ERROR_REF = {"$ref": f"#/components/schemas/{ERROR_SCHEMA}"}
@@ -38,6 +51,59 @@ _SCHEMA: dict[str, Any] = {
     },
 }
 _FASTAPI_ONLY = ("HTTPValidationError", "ValidationError")
+METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
+# Answered by every operation: headers, identifiers and the body are checked first.
+ALWAYS = {
+    "400": "Bad request: the error names the field and the rule (also an unparsable "
+    "OpenStack-API-Version or an X-Project-Id past 255 characters)",
+    "404": "Not found: an identifier names nothing in the caller's project",
+    "406": "The requested microversion is outside the supported range, or the "
+    "operation needs a higher one (code magnum.microversion-unsupported when out of range)",
+    "409": "Conflict: a name matches several objects, the resource is being deleted, "
+    "a count is outside its group's range, or a concurrent change won; retry",
+    "413": "The request body is larger than the server accepts (SHOAL_MAX_BODY_BYTES)",
+}
+WITH_BODY = {"415": "The body is not JSON: send Content-Type application/json"}
+QUOTA = {"403": "The project's cluster quota is reached"}
+SEALED = {
+    "503": "The server cannot open the cluster's CA key: it was started without the "
+    "secret key the key was sealed with (the operator must fix the configuration)"
+}
+# (method, path) -> extra responses beyond ALWAYS.
+EXTRA: dict[tuple[str, str], dict[str, str]] = {
+    ("post", "/v1/clusters"): QUOTA,
+    ("post", "/v1/certificates"): SEALED,
+    ("get", "/v1/certificates/{cluster_ident}"): SEALED,
+    ("patch", "/v1/certificates/{cluster_ident}"): SEALED,
+}
+# Operations whose success may be an empty, non-JSON body.
+OCTET_SUCCESS = {("patch", "/v1/certificates/{cluster_ident}"): "202"}
+VERSIONS = [f"container-infra {microversion.fmt((1, m))}" for m in range(1, 15)]
+HEADERS: list[dict[str, Any]] = [
+    {
+        "name": microversion.HEADER,
+        "in": "header",
+        "required": False,
+        "description": "Microversion: `container-infra X.Y` or `container-infra latest` "
+        "(default 1.1). The service names container-infrastructure-management and "
+        "container-infrastructure are accepted too.",
+        "schema": {"type": "string", "enum": ["container-infra latest", *VERSIONS]},
+    },
+    {
+        "name": "X-Project-Id",
+        "in": "header",
+        "required": False,
+        "description": "The caller's project (default: the server's default project)",
+        "schema": {"type": "string", "minLength": 1, "maxLength": validation.NAME_MAX},
+    },
+    {
+        "name": "X-User-Id",
+        "in": "header",
+        "required": False,
+        "description": "The user recorded on what the request creates",
+        "schema": {"type": "string", "minLength": 1, "maxLength": validation.NAME_MAX},
+    },
+]
 
 
 def install(app: FastAPI) -> None:
@@ -49,26 +115,44 @@ def install(app: FastAPI) -> None:
                 title=app.title, version=app.version, description=app.description,
                 routes=app.routes,
             )  # fmt: skip
-            app.openapi_schema = rewrite(doc)
+            settings = app.state.runtime.settings
+            limits = validation.Limits(
+                nodes_per_group=settings.max_nodes_per_group,
+                nodes_per_cluster=settings.max_nodes_per_cluster,
+            )
+            app.openapi_schema = rewrite(doc, limits)
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
 
 
-def rewrite(doc: dict[str, Any]) -> dict[str, Any]:
-    """Every declared 422 becomes a 400 in Magnum's error shape."""
-    for item in doc.get("paths", {}).values():
-        for op in item.values():
-            responses = op.get("responses") if isinstance(op, dict) else None
-            if not responses or "422" not in responses:
+def _error(description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": _ERROR_REF}}}
+
+
+def rewrite(doc: dict[str, Any], limits: validation.Limits | None = None) -> dict[str, Any]:
+    """FastAPI's 422s out; Magnum's error answers, shoal's headers and typed bodies in."""
+    for path, item in doc.get("paths", {}).items():
+        for method, op in item.items():
+            if method not in METHODS or not isinstance(op, dict):
                 continue
-            del responses["422"]
-            responses["400"] = {
-                "description": "Bad request: the error names the field and the rule",
-                "content": {"application/json": {"schema": _ERROR_REF}},
-            }
-    schemas = doc.setdefault("components", {}).setdefault("schemas", {})
+            responses = op.setdefault("responses", {})
+            responses.pop("422", None)
+            declared = {**ALWAYS, **EXTRA.get((method, path), {})}
+            if "requestBody" in op:
+                declared.update(WITH_BODY)
+            for status, description in declared.items():
+                responses.setdefault(status, _error(description))
+            success = OCTET_SUCCESS.get((method, path))
+            if success is not None:
+                content = responses[success].setdefault("content", {})
+                content["application/octet-stream"] = {"schema": {"type": "string"}}
+            params = op.setdefault("parameters", [])
+            names = {p.get("name", "").lower() for p in params}
+            params.extend(copy.deepcopy(h) for h in HEADERS if h["name"].lower() not in names)
+    components = doc.setdefault("components", {}).setdefault("schemas", {})
     for name in _FASTAPI_ONLY:
-        schemas.pop(name, None)
-    schemas[ERROR_SCHEMA] = _SCHEMA
+        components.pop(name, None)
+    components[ERROR_SCHEMA] = _SCHEMA
+    components.update(schemas.components(limits or validation.Limits()))
     return doc

@@ -8,19 +8,21 @@ that cannot be reached says how to start one.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 import httpx
 import typer
+
+from shoal import logs
 
 DEFAULT_URL = "http://127.0.0.1:9511"
 API_VERSION = "container-infra latest"
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
-    """Print `error: message` on stderr and exit with `code`."""
-    typer.echo(f"error: {message}", err=True)
+    """Print `error: message` (any URL password masked) on stderr and exit with `code`."""
+    typer.echo(f"error: {logs.redact(message)}", err=True)
     raise typer.Exit(code)
 
 
@@ -29,7 +31,7 @@ class Connection:
     """Where the API is and who is asking: from options, else SHOAL_* variables."""
 
     url: str = DEFAULT_URL
-    token: str | None = None
+    token: str | None = field(default=None, repr=False)  # never printed
     project: str | None = None
     timeout: float = 30.0
 

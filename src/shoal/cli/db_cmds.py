@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from shoal import datadir, keys, logs
 from shoal.domain.errors import ShoalError
 from shoal.settings import Settings, SettingsError
 
@@ -28,12 +29,13 @@ def upgrade() -> None:
     from shoal.db.engine import Database
 
     settings = _settings()
+    datadir.secure(settings)
     db = Database(settings.db_url)
     try:
         migrations.upgrade(db)
     finally:
         db.close()
-    typer.echo(f"schema is current in {settings.db_url}")
+    typer.echo(f"schema is current in {logs.mask_url(settings.db_url)}")
 
 
 @db_app.command("migrate")
@@ -56,6 +58,7 @@ def migrate(
     from shoal.services.transfer import copy_database
 
     settings = _settings()
+    datadir.secure(settings)
     src = source or settings.db_url
     sim_src = sim_source or (source if source else settings.first_sim_db_url())
     try:
@@ -67,13 +70,29 @@ def migrate(
             sim_metadata=sim_tables.metadata,
         )
     except ShoalError as exc:
-        typer.echo(f"error: {exc.message}", err=True)
+        typer.echo(f"error: {logs.redact(exc.message)}", err=True)
         raise typer.Exit(1) from exc
     except Exception as exc:  # driver-level connection failures: one clear line
-        typer.echo(f"error: cannot migrate: {exc.__class__.__name__}: {exc}", err=True)
+        typer.echo(f"error: cannot migrate: {_failure(exc, to)}", err=True)
         raise typer.Exit(1) from exc
     typer.echo(f"copied and verified {report.total} rows in {len(report.rows)} tables.")
-    typer.echo(f"Now run shoal on it:  SHOAL_DATABASE_URL={to} shoal serve")
+    typer.echo(f"Now run shoal on it:  SHOAL_DATABASE_URL={logs.mask_url(to)} shoal serve")
+    typer.echo(
+        "Cluster CA keys were copied sealed, as they are: every shoal serve on the new "
+        f"database needs the key they were sealed with ({keys.source(settings)}; e.g. "
+        "SHOAL_SECRET_KEY_FILE=/path/to/that/file)."
+    )
+
+
+def _failure(exc: Exception, target: str) -> str:
+    """One line for a failure below shoal (a connection refused, a missing
+    database), with no password in it, and the step that is missing when known."""
+    first = (str(exc).strip().splitlines() or [""])[0]
+    line = logs.redact(f"{exc.__class__.__name__}: {first}")
+    if "does not exist" in first and "database" in first:
+        name = target.rsplit("/", 1)[-1].split("?", 1)[0]
+        line += f" (create it first, e.g. `createdb {name}`, then run this again)"
+    return line
 
 
 def register(app: typer.Typer) -> None:

@@ -9,6 +9,7 @@ the final cluster, node groups and nodes with their AZs and addresses.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import time
@@ -17,11 +18,12 @@ from typing import Annotated, Any
 
 import typer
 
+from shoal import logs
 from shoal.cli import output, wait
 from shoal.cli.client import Client, Connection, fail
 from shoal.cli.nodegroups import LIST_COLUMNS as NG_COLUMNS
 from shoal.cli.nodes import LIST_COLUMNS as NODE_COLUMNS
-from shoal.settings import Settings
+from shoal.settings import Settings, SettingsError
 
 TEMPLATE = "k8s-hetero"
 CLUSTER = "demo"
@@ -81,6 +83,16 @@ class Demo:
     def step(self, text: str) -> None:
         self.out.print(f"\n[bold]==> {text}[/bold]", highlight=False)
 
+    def wait(self, cluster: str) -> None:
+        """Wait for the step; Ctrl-C ends the demo (its embedded server stops with it)."""
+        wait.wait_for(
+            self.client,
+            cluster,
+            timeout=self.wait_timeout,
+            label=f"cluster {CLUSTER}",
+            interruptible=False,
+        )
+
     def nodes(self, group: str | None = None) -> list[dict[str, Any]]:
         return self.client.list_all(f"/clusters/{CLUSTER}/nodes", "nodes", nodegroup=group)
 
@@ -106,9 +118,7 @@ class Demo:
     def create_cluster(self) -> None:
         self.step(f"Cluster {CLUSTER} from {TEMPLATE}: 3 masters over 3 AZs, GPU and SSD workers")
         uuid = self.client.post("/clusters", {"name": CLUSTER, "cluster_template_id": TEMPLATE})
-        wait.wait_for(
-            self.client, uuid["uuid"], timeout=self.wait_timeout, label=f"cluster {CLUSTER}"
-        )
+        self.wait(uuid["uuid"])
         output.show_list(self.nodes(), output.Format.table, None, DEMO_NODE_COLUMNS)
 
     def remove_named_worker(self) -> str:
@@ -119,7 +129,7 @@ class Demo:
         self.step(f"Remove exactly one named worker: {victim} (resize --remove {victim})")
         body = {"nodegroup": "gpu", "node_count": len(gpu) - 1, "nodes_to_remove": [victim]}
         self.client.post(f"/clusters/{CLUSTER}/actions/resize", body)
-        wait.wait_for(self.client, CLUSTER, timeout=self.wait_timeout, label=f"cluster {CLUSTER}")
+        self.wait(CLUSTER)
         left = [n["name"] for n in self.nodes("gpu")]
         if victim in left or len(left) != len(gpu) - 1:
             fail(f"after removing {victim}, gpu has {left}")
@@ -130,7 +140,7 @@ class Demo:
         self.step(f"Scale the ssd node group up to {SSD_SCALE_TO} (az-1 only)")
         body = {"nodegroup": "ssd", "node_count": SSD_SCALE_TO}
         self.client.post(f"/clusters/{CLUSTER}/actions/resize", body)
-        wait.wait_for(self.client, CLUSTER, timeout=self.wait_timeout, label=f"cluster {CLUSTER}")
+        self.wait(CLUSTER)
 
     def final_state(self) -> dict[str, Any]:
         self.step("Final state")
@@ -200,6 +210,15 @@ def demo(
     """
     from shoal.cli.embedded import EmbeddedServer, free_port
 
+    # The demo's own output is the show: its server logs warnings and errors only,
+    # unless SHOAL_LOG_LEVEL asks for more (the demo ignores other SHOAL_* variables).
+    try:
+        logs.configure_from(
+            os.environ.get("SHOAL_LOG_LEVEL", "WARNING"),
+            os.environ.get("SHOAL_LOG_FORMAT", "text"),
+        )
+    except SettingsError as exc:
+        fail(str(exc), 2)
     started = time.monotonic()
     made_dir = data_dir is None
     directory = Path(tempfile.mkdtemp(prefix="shoal-demo-")) if data_dir is None else data_dir

@@ -8,6 +8,8 @@ import time
 
 import uvicorn
 
+from shoal import datadir, keys
+from shoal.api import serving
 from shoal.runtime import Runtime, build_runtime
 from shoal.settings import Settings
 
@@ -24,18 +26,15 @@ class EmbeddedServer:
 
     def __init__(self, settings: Settings) -> None:
         from shoal.api.app import create_app
+        from shoal.services import certificates
 
         self.settings = settings
+        datadir.secure(settings)
+        sealer = keys.load(settings)
         self.runtime: Runtime = build_runtime(settings)
+        certificates.seal_stored_keys(self.runtime.db, sealer)
         self.url = f"http://{settings.host}:{settings.port}"
-        config = uvicorn.Config(
-            create_app(self.runtime),
-            host=settings.host,
-            port=settings.port,
-            log_level="warning",
-            lifespan="on",
-        )
-        self._server = uvicorn.Server(config)
+        self._server = uvicorn.Server(serving.config(create_app(self.runtime, sealer), settings))
         self._thread = threading.Thread(target=self._server.run, name="shoal-embedded", daemon=True)
 
     def start(self, timeout: float = 30) -> None:

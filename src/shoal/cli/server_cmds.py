@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import gc
+import logging
 import signal
 import threading
 from pathlib import Path
 
 import typer
 
-from shoal.runtime import build_runtime
+from shoal import datadir, keys, logs
+from shoal.domain.errors import ShoalError
+from shoal.domain.sealing import Sealer
+from shoal.runtime import Runtime, build_runtime
 from shoal.settings import Settings, SettingsError
+
+log = logging.getLogger("shoal")
+EXIT_USAGE = 2
 
 
 def _settle_heap() -> None:
@@ -24,12 +31,16 @@ def _settle_heap() -> None:
 
 
 def _settings(**overrides: object) -> Settings:
+    """Settings from the environment and the options, and logging configured from
+    them; a bad value is one line and exit 2."""
     try:
         given = {k: v for k, v in overrides.items() if v is not None}
-        return Settings.from_env(env=None, **given)  # env=None: os.environ
+        settings = Settings.from_env(env=None, **given)  # env=None: os.environ
+        logs.configure(settings)
     except SettingsError as exc:
         typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
+        raise typer.Exit(EXIT_USAGE) from exc
+    return settings
 
 
 def serve(
@@ -48,25 +59,68 @@ def serve(
     """
     import uvicorn
 
+    from shoal.api import serving
     from shoal.api.app import create_app
 
     settings = _settings(
         host=host, port=port, data_dir=data_dir, conductor=False if no_conductor else None
     )
-    runtime = build_runtime(settings)
-    where = settings.db_url if settings.database_url else str(settings.data_dir)
-    typer.echo(
-        f"shoal serving on http://{settings.host}:{settings.port} "
-        f"(data: {where}; conductor: {'on' if settings.conductor else 'off'}); Ctrl-C to stop",
-        err=True,
+    try:
+        sock = serving.bind(settings.host, settings.port)
+    except serving.PortTaken as exc:
+        typer.echo(
+            f"error: {exc.strerror}; is another shoal listening there? Stop it, or pick "
+            "another port with --port or SHOAL_PORT (and point the CLI at it with SHOAL_URL)",
+            err=True,
+        )
+        raise typer.Exit(EXIT_USAGE) from exc
+    try:
+        runtime, sealer = _open(settings)
+    except BaseException:
+        sock.close()
+        raise
+    port_bound = sock.getsockname()[1]
+    log.info(
+        "shoal serving on http://%s:%d (data: %s; conductor: %s); Ctrl-C to stop",
+        settings.host,
+        port_bound,
+        _where(settings),
+        "on" if settings.conductor else "off",
     )
     _settle_heap()
     try:
-        uvicorn.run(
-            create_app(runtime), host=settings.host, port=settings.port, log_level="warning"
-        )
+        app = create_app(runtime, sealer)
+        uvicorn.Server(serving.config(app, settings)).run(sockets=[sock])
     finally:
         runtime.close()
+        sock.close()
+
+
+def _open(settings: Settings) -> tuple[Runtime, Sealer]:
+    """Private files, the secret key, the runtime, and the stored CA keys sealed with
+    that key; a key that is missing or not the one they were sealed with is one line
+    and exit 2 (nothing has been served)."""
+    from shoal.services import certificates
+
+    datadir.secure(settings)
+    try:
+        sealer = keys.load(settings)
+    except SettingsError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_USAGE) from exc
+    runtime = build_runtime(settings)
+    try:
+        certificates.seal_stored_keys(runtime.db, sealer)
+    except ShoalError as exc:
+        runtime.close()
+        typer.echo(f"error: {exc.message}", err=True)
+        raise typer.Exit(EXIT_USAGE) from exc
+    return runtime, sealer
+
+
+def _where(settings: Settings) -> str:
+    """The database a process uses, as it may be shown (no password)."""
+    return logs.mask_url(settings.db_url) if settings.database_url else str(settings.data_dir)
 
 
 def conductor() -> None:
@@ -75,13 +129,14 @@ def conductor() -> None:
     Example: SHOAL_DATABASE_URL=postgresql://postgres@127.0.0.1/shoal shoal conductor
     """
     settings = _settings()
+    datadir.secure(settings)
     runtime = build_runtime(settings, with_conductor=True)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     _settle_heap()
     runtime.start()
-    typer.echo("shoal conductor running; Ctrl-C to stop", err=True)
+    log.info("shoal conductor running (data: %s); Ctrl-C to stop", _where(settings))
     try:
         stop.wait()
     finally:

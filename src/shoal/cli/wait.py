@@ -4,8 +4,9 @@ per node group (desired / ready / failed and the current reason, e.g.
 
 Progress goes to stderr so that `-f json` output on stdout stays parseable. On a
 terminal it is a live table; otherwise one line per change (logs, CI, pipes).
-Exit codes: 0 complete, 1 the operation ended *_FAILED, 3 timed out (the
-operation goes on in the service).
+Exit codes: 0 complete, 1 the operation ended *_FAILED, 3 timed out, 130
+interrupted (Ctrl-C); after a time-out or an interruption the operation goes on
+in the service, and the message says how to follow it.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from shoal.cli.output import console
 
 EXIT_FAILED = 1
 EXIT_TIMEOUT = 3
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a process Ctrl-C stopped
 
 WaitOpt = Annotated[
     bool, typer.Option("--wait", help="wait until done, showing progress; exit 1 if it fails")
@@ -146,11 +148,53 @@ def wait_for(
     interval: float = 1.0,
     label: str | None = None,
     on_poll: Callable[[Snapshot], None] | None = None,
+    interruptible: bool = True,
 ) -> Snapshot:
     """Poll until the cluster (or one node group of it) settles; exit non-zero on failure.
 
-    Returns the last snapshot when the operation completed.
+    Returns the last snapshot when the operation completed. Ctrl-C stops waiting,
+    not the operation: it says so and how to follow it, and exits 130
+    (`interruptible=False` lets KeyboardInterrupt through, for a caller that owns
+    the server, like the demo).
     """
+    seen: list[Snapshot] = []
+
+    def remember(snap: Snapshot) -> None:
+        seen[:] = [snap]
+        if on_poll is not None:
+            on_poll(snap)
+
+    try:
+        return _wait(client, cluster, timeout, deleting, nodegroup, interval, label, remember)
+    except KeyboardInterrupt:
+        if not interruptible:
+            raise
+        name = _name(seen[0] if seen else None, cluster)
+        typer.echo(
+            f"\ninterrupted: stopped waiting; the operation goes on in the service. "
+            f"Follow it with `shoal cluster watch {name}` or `shoal events {name}`",
+            err=True,
+        )
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+
+
+def _name(snap: Snapshot | None, cluster: str) -> str:
+    """The cluster's name when a poll saw it (what a person types), else what was given."""
+    if snap is not None and snap.cluster is not None and snap.cluster.get("name"):
+        return str(snap.cluster["name"])
+    return cluster
+
+
+def _wait(
+    client: Client,
+    cluster: str,
+    timeout: float,
+    deleting: bool,
+    nodegroup: str | None,
+    interval: float,
+    label: str | None,
+    on_poll: Callable[[Snapshot], None],
+) -> Snapshot:
     what = label or (f"cluster {cluster}" + (f" node group {nodegroup}" if nodegroup else ""))
     err = console(err=True)
     start = time.monotonic()
@@ -175,8 +219,7 @@ def wait_for(
     try:
         while True:
             snap = poll_cluster(client, cluster)
-            if on_poll is not None:
-                on_poll(snap)
+            on_poll(snap)
             if live is not None:
                 live.update(progress_table(snap, what, time.monotonic() - start), refresh=True)
             else:
@@ -193,7 +236,7 @@ def wait_for(
                 status = (snap.cluster or {}).get("status")
                 typer.echo(
                     f"error: timed out after {timeout:g}s waiting for {what} (still {status}); "
-                    f"it goes on in the service: `shoal cluster watch {cluster}`",
+                    f"it goes on in the service: `shoal cluster watch {_name(snap, cluster)}`",
                     err=True,
                 )
                 raise typer.Exit(EXIT_TIMEOUT)

@@ -14,6 +14,8 @@ front, so two writers queue on the busy timeout instead of failing with
 from __future__ import annotations
 
 import contextlib
+import os
+import stat
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -56,6 +58,28 @@ def normalize_url(url: str) -> str:
     return url
 
 
+# SQLite keeps a database's data in these files beside it (the -wal and -shm of
+# WAL mode, a -journal during recovery); they get the database file's mode.
+SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
+FILE_MODE = 0o600
+
+
+def secure_sqlite_file(path: Path) -> None:
+    """`path` exists and is 0600 before SQLite opens it, as are the side files SQLite
+    keeps beside it (SQLite gives new side files the database file's mode). The
+    directory is made 0700 when it does not exist; an existing one is left alone
+    (it may be /tmp: the data directory is tightened by `shoal.datadir`)."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, FILE_MODE)
+    os.close(fd)
+    for p in (path, *(path.with_name(path.name + end) for end in SQLITE_SIDE_FILES)):
+        try:
+            if stat.S_IMODE(p.stat().st_mode) != FILE_MODE:
+                p.chmod(FILE_MODE)
+        except FileNotFoundError:
+            continue
+
+
 def _sqlite_engine(url: str, begin: str) -> Engine:
     engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
 
@@ -85,7 +109,7 @@ class Database:
         self.dialect = parsed.get_backend_name()
         if self.dialect == "sqlite":
             if parsed.database and parsed.database != ":memory:":
-                Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+                secure_sqlite_file(Path(parsed.database))
             self.engine = _sqlite_engine(self.url, "BEGIN")
             self.write_engine = _sqlite_engine(self.url, "BEGIN IMMEDIATE")
         else:

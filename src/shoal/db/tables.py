@@ -206,8 +206,9 @@ class QuotaRow(Timestamps, Base):
 class ClusterCARow(Base):
     """A cluster's certificate authority (made on first use, replaced by a rotation).
 
-    `key_pem` is the CA's private key, unencrypted: it never leaves the server
-    (no response or event carries it); encryption at rest comes with authentication."""
+    `key_pem` is the CA's private key, sealed with the operator's secret key
+    (`domain.sealing`; plaintext PEM in rows written before sealing, until shoal
+    seals them on start). It never leaves the server (no response or event carries it)."""
 
     __tablename__ = "cluster_cas"
     cluster_uuid: Mapped[str] = mapped_column(

@@ -51,3 +51,9 @@ class Forbidden(ShoalError):
 
 class QuotaExceeded(Forbidden):
     pass
+
+
+class SecretUnavailable(ShoalError):
+    """A secret stored encrypted cannot be decrypted with this process's key: the
+    operator must start shoal with the key it was encrypted with. Not the caller's
+    fault, and nothing a request can fix."""

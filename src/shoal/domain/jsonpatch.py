@@ -28,6 +28,7 @@ def apply(
     """
     if not isinstance(patch, list):
         raise Invalid("the body must be a JSON-patch list of {op, path, value}", "patch")
+    v.bounded_list("patch", patch, v.PATCH_OPS_MAX)
     changes: dict[str, Any] = {}
     refused: list[str] = []
     for op in patch:

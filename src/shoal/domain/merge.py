@@ -186,6 +186,7 @@ def plan_groups(
     *,
     allow_zero: bool = True,
     providers: m.ProviderNames = m.ProviderNames(),
+    limits: v.Limits | None = None,
 ) -> list[GroupPlan]:
     """The node groups of a new cluster, checked: request entries, else `source`
     (template NGTs or a cloned cluster's groups), else the two default groups;
@@ -194,6 +195,7 @@ def plan_groups(
         entries = v.literal(request["node_groups"])
         if not isinstance(entries, list) or not entries:
             raise Invalid("node_groups must be a non-empty list of objects", "node_groups")
+        v.bounded_list("node_groups", entries, v.NODE_GROUPS_MAX)
         plans = [group_from_entry(e) for e in entries]
     elif source:
         plans = list(source)
@@ -201,7 +203,7 @@ def plan_groups(
         plans = default_groups(attrs)
     plans = apply_counts(mark_defaults(plans), request)
     plans = [with_provider(fill_from_cluster(p, attrs), attrs, providers) for p in plans]
-    check_groups(plans, allow_zero=allow_zero)
+    check_groups(plans, allow_zero=allow_zero, limits=limits or v.Limits())
     return plans
 
 
@@ -211,8 +213,15 @@ def with_provider(plan: GroupPlan, attrs: Mapping[str, Any], known: m.ProviderNa
     return dataclasses.replace(plan, spec=spec)
 
 
-def check_groups(plans: Sequence[GroupPlan], *, allow_zero: bool = True) -> None:
-    """Unique names, valid counts, an image for each, and at least one master."""
+def check_groups(
+    plans: Sequence[GroupPlan], *, allow_zero: bool = True, limits: v.Limits | None = None
+) -> None:
+    """Node counts within the operator's limits, unique names, valid counts, an image
+    for each, and at least one master."""
+    limits = limits or v.Limits()
+    for p in plans:
+        v.spec_nodes(p.spec, limits, prefix=f"node group {p.name}: ")
+    v.cluster_nodes(sum(p.spec.node_count for p in plans), limits)
     names = [p.name for p in plans]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
@@ -235,8 +244,13 @@ def groups_from_cluster(groups: Sequence[m.NodeGroup]) -> list[GroupPlan]:
     return [GroupPlan(g.name, g.spec, source_id=g.uuid) for g in live]
 
 
-def ngt_spec(base: m.NodeGroupSpec, request: Mapping[str, Any]) -> m.NodeGroupSpec:
-    """A node group template spec: `base` (default, or a node group's) plus overrides."""
+def ngt_spec(
+    base: m.NodeGroupSpec, request: Mapping[str, Any], limits: v.Limits | None = None
+) -> m.NodeGroupSpec:
+    """A node group template spec: `base` (default, or a node group's) plus overrides,
+    its counts within the per-group limit (a template no cluster may use is refused
+    when it is written, not when it is used)."""
     spec = specs.apply_ng_attrs(base, request)
+    v.spec_nodes(spec, limits or v.Limits())
     v.counts(spec)
     return spec

@@ -9,7 +9,6 @@ from typing import Any
 
 from shoal.domain import model as m
 from shoal.domain import validation as v
-from shoal.domain.errors import Invalid
 
 Check = Callable[[str, Any], Any]
 
@@ -157,7 +156,7 @@ def apply_ng_attrs(base: m.NodeGroupSpec, attrs: Mapping[str, Any]) -> m.NodeGro
         elif key == "merge_labels":
             changes[key] = v.boolean(key, raw)
         elif key == "vms":
-            changes[key] = _vms(raw)
+            changes[key] = v.vms(key, raw)
         elif key == "provider":
             changes[key] = v.string(key, raw)
         elif key in ("networks", "security_groups"):
@@ -169,15 +168,6 @@ def apply_ng_attrs(base: m.NodeGroupSpec, attrs: Mapping[str, Any]) -> m.NodeGro
         elif key == "provider_options":
             changes[key] = v.str_dict(key, raw)
     return dataclasses.replace(base, **changes)
-
-
-def _vms(raw: Any) -> tuple[dict[str, Any], ...]:
-    raw = v.literal(raw)
-    if raw is None:
-        return ()
-    if not isinstance(raw, list) or not all(isinstance(x, dict) for x in raw):
-        raise Invalid("vms must be a list of objects", "vms")
-    return tuple(dict(x) for x in raw)
 
 
 def spec_as_attrs(spec: m.NodeGroupSpec) -> dict[str, Any]:

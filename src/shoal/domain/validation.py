@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import json
 import math
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from shoal.domain import model as m
@@ -35,6 +37,67 @@ _DIGITS_MAX = 19
 _JSON_SCALARS = (str, int, float, bool, type(None))
 
 Checker = Callable[[str, Any], Any]
+
+# What one request may carry, in one place (docs/api.md, "Limits"). A request past
+# any of these gets 400 naming the field and the limit, and stores nothing; the
+# body as a whole is bounded before it is read (settings.max_body_bytes, 413).
+LABELS_MAX = 256  # keys in one labels / node_labels / health_status_reason map
+LABEL_VALUE_MAX = 4096  # characters of one label value
+TEXT_MAX = 8192  # characters of a URL or proxy list (http_proxy, no_proxy, discovery_url)
+TAINTS_MAX = 64  # node_taints entries of one node group
+AZS_MAX = 32  # availability_zones of one node group
+VMS_MAX = 256  # vms entries of one virt host group
+VM_ENTRY_MAX = 4096  # characters of one vms entry written as JSON
+NODE_GROUPS_MAX = 100  # node_groups of a create request, node_group_templates of a template
+PATCH_OPS_MAX = 256  # operations in one JSON-patch request
+NODE_REF_MAX = 255  # characters of one nodes_to_remove entry
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How many nodes one node group and one cluster may hold (the operator's
+    settings `max_nodes_per_group` / `max_nodes_per_cluster`). Counts are desired
+    state the conductor acts on, so a count beyond what a site can run is refused
+    at the door rather than discovered by the conductor."""
+
+    nodes_per_group: int = 1000
+    nodes_per_cluster: int = 5000
+
+
+def group_nodes(field: str, count: int, limits: Limits) -> None:
+    """Invalid (400) when `count` is above the per-group limit, naming the setting."""
+    if count > limits.nodes_per_group:
+        raise Invalid(
+            f"{field} {count} is above the limit of {limits.nodes_per_group} nodes per node "
+            "group (the operator can raise it: SHOAL_MAX_NODES_PER_GROUP)",
+            field,
+        )
+
+
+def cluster_nodes(total: int, limits: Limits, field: str = "node_count") -> None:
+    """Invalid (400) when a cluster would hold more nodes than the per-cluster limit."""
+    if total > limits.nodes_per_cluster:
+        raise Invalid(
+            f"the cluster would have {total} nodes, above the limit of "
+            f"{limits.nodes_per_cluster} nodes per cluster (the operator can raise it: "
+            "SHOAL_MAX_NODES_PER_CLUSTER)",
+            field,
+        )
+
+
+def spec_nodes(spec: m.NodeGroupSpec, limits: Limits, prefix: str = "") -> None:
+    """A node group spec's node_count, min_node_count and max_node_count within the
+    per-group limit (max_node_count too: it is what an autoscaler may grow to)."""
+    group_nodes(f"{prefix}node_count", spec.node_count, limits)
+    group_nodes(f"{prefix}min_node_count", spec.min_node_count, limits)
+    if spec.max_node_count is not None:
+        group_nodes(f"{prefix}max_node_count", spec.max_node_count, limits)
+
+
+def bounded_list(field: str, value: list[Any], most: int) -> None:
+    """Invalid when a list has more than `most` entries."""
+    if len(value) > most:
+        raise Invalid(f"{field} has {len(value)} entries; at most {most} are allowed", field)
 
 
 def name(field: str, value: Any, max_len: int = NAME_MAX) -> str:
@@ -64,11 +127,13 @@ def string(field: str, value: Any) -> str | None:
 
 
 def text(field: str, value: Any) -> str | None:
-    """An optional string with no length limit (URLs, proxies)."""
+    """An optional string of at most TEXT_MAX characters (URLs, proxy lists)."""
     if value is None:
         return None
     if not isinstance(value, str):
         raise Invalid(f"{field} must be a string, not {_kind(value)}", field)
+    if len(value) > TEXT_MAX:
+        raise Invalid(f"{field} must be at most {TEXT_MAX} characters", field)
     return value
 
 
@@ -188,18 +253,28 @@ def str_dict(field: str, value: Any) -> dict[str, str]:
         return {}
     if not isinstance(value, dict):
         raise Invalid(f"{field} must be an object of string values, not {_kind(value)}", field)
+    if len(value) > LABELS_MAX:
+        raise Invalid(f"{field} has {len(value)} keys; at most {LABELS_MAX} are allowed", field)
     out: dict[str, str] = {}
     for k, v in value.items():
         if not isinstance(k, str) or not k or len(k) > LABEL_KEY_MAX:
-            raise Invalid(f"{field} keys must be non-empty strings (got {k!r})", field)
+            shown = k if not isinstance(k, str) or len(k) <= 64 else k[:64] + "..."
+            raise Invalid(
+                f"{field} keys must be non-empty strings of at most {LABEL_KEY_MAX} "
+                f"characters (got {shown!r})",
+                field,
+            )
         if isinstance(v, dict | list) or v is None:
             raise Invalid(f"{field}[{k}] must be a string, not {_kind(v)}", field)
         out[k] = str(v).lower() if isinstance(v, bool) else str(v)
+        if len(out[k]) > LABEL_VALUE_MAX:
+            raise Invalid(f"{field}[{k}] must be at most {LABEL_VALUE_MAX} characters", field)
     return out
 
 
-def str_list(field: str, value: Any) -> tuple[str, ...]:
-    """A list of non-empty strings (a comma-separated string is accepted too)."""
+def str_list(field: str, value: Any, most: int = AZS_MAX) -> tuple[str, ...]:
+    """A list of at most `most` non-empty strings of at most NAME_MAX characters
+    (a comma-separated string is accepted too)."""
     value = literal(value)
     if value is None:
         return ()
@@ -207,6 +282,9 @@ def str_list(field: str, value: Any) -> tuple[str, ...]:
         value = [v.strip() for v in value.split(",") if v.strip()]
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
         raise Invalid(f"{field} must be a list of non-empty strings", field)
+    bounded_list(field, value, most)
+    if any(len(v) > NAME_MAX for v in value):
+        raise Invalid(f"{field} entries must be at most {NAME_MAX} characters", field)
     if len(set(value)) != len(value):
         raise Invalid(f"{field} must not repeat an entry", field)
     return tuple(value)
@@ -228,6 +306,7 @@ def taints(field: str, value: Any) -> tuple[m.Taint, ...]:
         value = [value]
     if not isinstance(value, list):
         raise Invalid(f"{field} must be a list of {{key, value, effect}} objects", field)
+    bounded_list(field, value, TAINTS_MAX)
     out = []
     for item in value:
         if isinstance(item, str):
@@ -235,11 +314,17 @@ def taints(field: str, value: Any) -> tuple[m.Taint, ...]:
         if not isinstance(item, dict) or set(item) - {"key", "value", "effect"}:
             raise Invalid(f"{field} entries must be {{key, value, effect}} objects", field)
         key = item.get("key")
-        if not isinstance(key, str) or not key:
-            raise Invalid(f"{field} entries need a non-empty key", field)
+        if not isinstance(key, str) or not key or len(key) > LABEL_KEY_MAX:
+            raise Invalid(
+                f"{field} entries need a non-empty key of at most {LABEL_KEY_MAX} characters",
+                field,
+            )
         val = item.get("value") or ""
-        if not isinstance(val, str):
-            raise Invalid(f"{field} value of {key!r} must be a string", field)
+        if not isinstance(val, str) or len(val) > NAME_MAX:
+            raise Invalid(
+                f"{field} value of {key!r} must be a string of at most {NAME_MAX} characters",
+                field,
+            )
         effect = item.get("effect")
         if effect not in m.TAINT_EFFECTS:
             raise Invalid(
@@ -291,6 +376,21 @@ def _policy_dict(field: str, value: Any, cls: type[Any]) -> dict[str, int]:
             raise Invalid(f"Unknown attribute for argument {field}: {k}", field)
     defaults = dataclasses.asdict(cls())
     return {k: integer(f"{field}.{k}", value.get(k, defaults[k]), lo=0) for k in known}
+
+
+def vms(field: str, value: Any) -> tuple[dict[str, Any], ...]:
+    """A virt host group's VMs: at most VMS_MAX objects of at most VM_ENTRY_MAX
+    characters each (as JSON), rendered into domain XML by the libvirt driver."""
+    value = literal(value)
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(x, dict) for x in value):
+        raise Invalid(f"{field} must be a list of objects", field)
+    bounded_list(field, value, VMS_MAX)
+    for i, entry in enumerate(value):
+        if len(json.dumps(entry)) > VM_ENTRY_MAX:
+            raise Invalid(f"{field}[{i}] must be at most {VM_ENTRY_MAX} characters as JSON", field)
+    return tuple(dict(x) for x in value)
 
 
 def counts(spec: m.NodeGroupSpec, *, allow_zero: bool = True) -> None:

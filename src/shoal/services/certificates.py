@@ -2,7 +2,8 @@
 
 A cluster's CA is made on first use (show or sign), not at cluster create: most
 clusters never ask for one, and the create request stays as cheap as it was.
-The CA's private key stays in the database; what leaves is certificates.
+The CA's private key stays in the database, sealed with the operator's secret
+key (`domain.sealing`); what leaves is certificates.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from shoal.db.engine import Database
 from shoal.db.repo import certificates, clusters
 from shoal.db.tables import ClusterRow
 from shoal.db.types import utcnow
-from shoal.domain import pki
+from shoal.domain import pki, sealing
 from shoal.domain import validation as v
-from shoal.domain.errors import Invalid, NotFound
+from shoal.domain.errors import Invalid, NotFound, SecretUnavailable
 from shoal.services.context import Caller
 
 SIGN_KEYS = frozenset({"cluster_uuid", "csr", "ca_cert_type", "bay_uuid"})
@@ -36,24 +37,43 @@ class CertView:
     csr: str | None = None
 
 
+def seal_stored_keys(db: Database, sealer: sealing.Sealer) -> int:
+    """On start: seal every CA key stored as plaintext (written before keys were
+    sealed); how many were. SecretUnavailable, saying which key to start with,
+    when a key was sealed with another secret key than `sealer`'s."""
+    with db.read() as s:
+        other = certificates.sealed_elsewhere(s, sealer)
+    if other is not None:
+        cluster_uuid, key_id = other
+        what = f"the CA key of cluster {cluster_uuid}"
+        raise SecretUnavailable(sealing.mismatch(what, key_id, sealer.key_id))
+    with db.write() as s:
+        return certificates.seal_plaintext(s, sealer)
+
+
 def get_ca(
-    db: Database, caller: Caller, cluster_ident: str, ca_type: str | None = None
+    db: Database,
+    caller: Caller,
+    sealer: sealing.Sealer,
+    cluster_ident: str,
+    ca_type: str | None = None,
 ) -> CertView:
-    """The cluster's CA certificate, made now if the cluster has none yet."""
+    """The cluster's CA certificate, made now if the cluster has none yet (showing
+    it needs no private key)."""
     _check_type(ca_type)
     with db.read() as s:
         row = clusters.find_row(s, caller.project_id, cluster_ident)
-        ca = certificates.get(s, row.uuid)
-    if ca is None:
+        cert = certificates.get_cert(s, row.uuid)
+    if cert is None:
         with db.write() as s:
             # Locked, so the cluster cannot be deleted under the insert (the conductor
             # removes a cluster's rows with its row locked first).
             row = clusters.find_row(s, caller.project_id, row.uuid, for_update=True)
-            ca = _ensure(s, row)
-    return CertView(cluster_uuid=row.uuid, pem=ca.cert_pem)
+            cert = _ensure(s, row, sealer).cert_pem
+    return CertView(cluster_uuid=row.uuid, pem=cert)
 
 
-def sign(db: Database, caller: Caller, body: dict[str, Any]) -> CertView:
+def sign(db: Database, caller: Caller, sealer: sealing.Sealer, body: dict[str, Any]) -> CertView:
     """A client certificate for `body["csr"]`, signed by the cluster's CA.
 
     The cluster is named by `cluster_uuid` (uuid or name; `bay_uuid` is Magnum's old
@@ -76,7 +96,7 @@ def sign(db: Database, caller: Caller, body: dict[str, Any]) -> CertView:
             row = clusters.find_changeable_row(s, caller.project_id, ident)
         except NotFound as exc:
             raise Invalid(f"{field}: Cluster {ident} could not be found", field) from exc
-        ca = _ensure(s, row)
+        ca = _ensure(s, row, sealer)
         pem = pki.sign_csr(ca, csr, utcnow())
         events.record(
             s, row.uuid, "CertificateSigned", f"client certificate {pki.describe(pem)} signed"
@@ -84,7 +104,7 @@ def sign(db: Database, caller: Caller, body: dict[str, Any]) -> CertView:
     return CertView(cluster_uuid=row.uuid, pem=pem, csr=str(csr))
 
 
-def rotate_ca(db: Database, caller: Caller, cluster_ident: str) -> str:
+def rotate_ca(db: Database, caller: Caller, sealer: sealing.Sealer, cluster_ident: str) -> str:
     """Replace the cluster's CA with a new one; the cluster uuid. Certificates the
     old CA signed no longer verify against the CA shown, which is how access is
     revoked. 409 while the cluster is being deleted.
@@ -95,7 +115,7 @@ def rotate_ca(db: Database, caller: Caller, cluster_ident: str) -> str:
         row = clusters.find_changeable_row(s, caller.project_id, cluster_ident)
         now = utcnow()
         ca = pki.new_ca(row.uuid, now)
-        certificates.replace(s, row.uuid, ca, now)
+        certificates.replace(s, row.uuid, ca, now, sealer)
         events.record(
             s, row.uuid, "CARotated", f"cluster CA rotated: now {pki.describe(ca.cert_pem)}"
         )
@@ -111,15 +131,17 @@ def _check_type(ca_type: object) -> None:
         )
 
 
-def _ensure(s: Session, row: ClusterRow) -> pki.CA:
+def _ensure(s: Session, row: ClusterRow, sealer: sealing.Sealer) -> pki.CA:
     """The cluster's CA, made and stored now if it has none (the caller holds the
-    cluster row locked; the insert is race-safe on its own as well)."""
-    ca = certificates.get(s, row.uuid)
+    cluster row locked; the insert is race-safe on its own as well). A key still
+    stored as plaintext is sealed on this first use."""
+    certificates.seal_plaintext(s, sealer, row.uuid)
+    ca = certificates.get(s, row.uuid, sealer)
     if ca is not None:
         return ca
     now = utcnow()
     fresh = pki.new_ca(row.uuid, now)
-    ca = certificates.insert_if_absent(s, row.uuid, fresh, now)
+    ca = certificates.insert_if_absent(s, row.uuid, fresh, now, sealer)
     if ca.cert_pem == fresh.cert_pem:
         events.record(s, row.uuid, "CACreated", f"cluster CA created: {pki.describe(ca.cert_pem)}")
     return ca

@@ -81,6 +81,7 @@ def create(
             source,
             allow_zero=caller.at_least(1, 10),
             providers=providers,
+            limits=caller.limits,
         )
         cluster = clusters.insert(
             s,
@@ -170,7 +171,7 @@ def update(db: Database, caller: Caller, ident: str, patch: Any) -> m.Cluster:
         if "master_count" in changes:
             master = resize.default_group(s, row, master=True)
             body = {"node_count": changes["master_count"], "nodegroup": master.uuid}
-            resize.resize(s, caller, row, body, now)
+            resize.resize(s, caller, row, body, now, field="master_count")
         row.updated_at = now
         return clusters.get(s, caller.project_id, row.uuid)
 

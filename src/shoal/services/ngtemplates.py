@@ -30,7 +30,7 @@ def create(db: Database, caller: Caller, body: dict[str, Any]) -> m.NodeGroupTem
             row = nodegroups.find_any_row(s, caller.project_id, ident)
             base, source_id = nodegroups.spec_of(row), row.uuid
             name = name or row.name
-        spec = merge.ngt_spec(base, overrides)
+        spec = merge.ngt_spec(base, overrides, caller.limits)
         return templates.insert_ngt(
             s,
             project_id=caller.project_id,
@@ -59,7 +59,7 @@ def update(db: Database, caller: Caller, ident: str, patch: Any) -> m.NodeGroupT
         name = v.name("name", changes.pop("name")) if "name" in changes else row.name
         defaults = specs.spec_as_attrs(m.NodeGroupSpec())
         attrs = {k: (defaults.get(k) if x is None else x) for k, x in changes.items()}
-        spec = merge.ngt_spec(ngt.spec, attrs)
+        spec = merge.ngt_spec(ngt.spec, attrs, caller.limits)
         return templates.update_ngt(s, row, name, spec)
 
 

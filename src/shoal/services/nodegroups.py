@@ -83,10 +83,15 @@ def create(
         attrs = cluster.attrs or {}
         plan = merge.fill_from_cluster(merge.GroupPlan(name, spec, source_id=source_id), attrs)
         plan = merge.with_provider(plan, attrs, providers)
+        v.spec_nodes(plan.spec, caller.limits)
         v.counts(plan.spec, allow_zero=caller.at_least(1, 10))
         if not plan.spec.image_id:
             raise Invalid("image_id is required", "image_id")
-        if any(g.name == name for g in nodegroups.of_cluster(s, cluster.uuid)):
+        groups = [g for g in nodegroups.of_cluster(s, cluster.uuid) if not g.deleting]
+        if plan.spec.node_count:
+            total = sum(g.spec.node_count for g in groups) + plan.spec.node_count
+            v.cluster_nodes(total, caller.limits)
+        if any(g.name == name for g in groups):
             raise Conflict(f"A node group with name {name} already exists in the cluster")
         now = utcnow()
         group = nodegroups.insert(s, cluster, plan, now=now)
@@ -134,6 +139,10 @@ def update(db: Database, caller: Caller, cluster_ident: str, ident: str, patch: 
         defaults = specs.spec_as_attrs(m.NodeGroupSpec())
         attrs = {k: (defaults.get(k) if x is None else x) for k, x in changes.items()}
         new = specs.apply_ng_attrs(spec, attrs)
+        for key in ("min_node_count", "max_node_count"):
+            value = getattr(new, key)
+            if key in changes and value is not None:
+                v.group_nodes(key, value, caller.limits)
         v.counts(new, allow_zero=caller.at_least(1, 10))
         now = utcnow()
         group = nodegroups.write_spec(s, row, new, "UPDATE_IN_PROGRESS", now)

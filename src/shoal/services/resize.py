@@ -65,32 +65,56 @@ def match_nodes(group_nodes: list[m.Node], entries: list[str]) -> list[m.Node]:
     return list(out.values())
 
 
-def resize(
-    s: Session, caller: Caller, cluster: ClusterRow, body: dict[str, Any], now: datetime
-) -> m.NodeGroup:
-    """Set a group's count, marking named nodes for removal, in the caller's transaction."""
-    v.reject_unknown("resize", body, RESIZE_KEYS)
-    if "node_count" not in body:
-        raise Invalid("node_count is required", "node_count")
-    lowest = 0 if caller.at_least(1, 10) else 1
-    count = v.integer("node_count", body["node_count"], lo=lowest)
-    raw = v.literal(body.get("nodes_to_remove")) or []
+def _entries(raw: Any, limits: v.Limits) -> list[str]:
+    """`nodes_to_remove` as strings: at most a group's worth of entries (one per node
+    the per-group limit allows), each at most NODE_REF_MAX characters."""
+    raw = v.literal(raw) or []
     if isinstance(raw, str):
         raw = [raw]
     if not isinstance(raw, list) or not all(isinstance(x, str | int) for x in raw):
         raise Invalid("nodes_to_remove must be a list of strings", "nodes_to_remove")
+    v.bounded_list("nodes_to_remove", raw, limits.nodes_per_group)
     entries = [str(x) for x in raw]
+    if any(len(e) > v.NODE_REF_MAX for e in entries):
+        raise Invalid(
+            f"nodes_to_remove entries must be at most {v.NODE_REF_MAX} characters",
+            "nodes_to_remove",
+        )
+    return entries
+
+
+def resize(
+    s: Session,
+    caller: Caller,
+    cluster: ClusterRow,
+    body: dict[str, Any],
+    now: datetime,
+    *,
+    field: str = "node_count",
+) -> m.NodeGroup:
+    """Set a group's count, marking named nodes for removal, in the caller's transaction.
+
+    A count above the operator's node limits is refused only when it grows: a
+    group or cluster already past a limit that was lowered can still shrink."""
+    v.reject_unknown("resize", body, RESIZE_KEYS)
+    if "node_count" not in body:
+        raise Invalid("node_count is required", "node_count")
+    lowest = 0 if caller.at_least(1, 10) else 1
+    count = v.integer(field, body["node_count"], lo=lowest)
+    entries = _entries(body.get("nodes_to_remove"), caller.limits)
     row = _group(s, cluster, body.get("nodegroup"))
     if row.deleting:
         raise Conflict(f"NodeGroup {row.name} is being deleted")
     spec = nodegroups.spec_of(row)
+    others = [
+        g for g in nodegroups.of_cluster(s, cluster.uuid) if not g.deleting and g.uuid != row.uuid
+    ]
+    if count > spec.node_count:
+        v.group_nodes(field, count, caller.limits)
+        v.cluster_nodes(sum(g.spec.node_count for g in others) + count, caller.limits, field)
     other_masters = 0
     if spec.role == m.ROLE_MASTER:
-        other_masters = sum(
-            g.spec.node_count
-            for g in nodegroups.of_cluster(s, cluster.uuid)
-            if g.spec.role == m.ROLE_MASTER and not g.deleting and g.uuid != row.uuid
-        )
+        other_masters = sum(g.spec.node_count for g in others if g.spec.role == m.ROLE_MASTER)
         v.master_total(other_masters + count)
     if count < spec.min_node_count or (
         spec.max_node_count is not None and count > spec.max_node_count

@@ -25,19 +25,23 @@ CREATE_KEYS = frozenset(specs.TEMPLATE_ATTRS) | {
 PATCHABLE = frozenset(specs.TEMPLATE_ATTRS) | {"name", "node_group_templates"}
 
 
-def _embedded(raw: Any) -> list[tuple[str, m.NodeGroupSpec, str | None]]:
+def _embedded(raw: Any, limits: v.Limits) -> list[tuple[str, m.NodeGroupSpec, str | None]]:
+    """Embedded node group templates, each within the per-group node limit and
+    together within the per-cluster one (a cluster made from the template gets them)."""
     entries = v.literal(raw)
     if entries is None:
         return []
     if not isinstance(entries, list):
         raise Invalid("node_group_templates must be a list of objects", "node_group_templates")
+    v.bounded_list("node_group_templates", entries, v.NODE_GROUPS_MAX)
     out: list[tuple[str, m.NodeGroupSpec, str | None]] = []
     for e in entries:
         if not isinstance(e, dict):
             raise Invalid("node_group_templates entries must be objects", "node_group_templates")
         v.reject_unknown("node_group_templates", e, specs.NODEGROUP_KEYS | {"name"})
         name = v.name("node_group_templates.name", e.get("name"))
-        out.append((name, merge.ngt_spec(m.NodeGroupSpec(), e), None))
+        out.append((name, merge.ngt_spec(m.NodeGroupSpec(), e, limits), None))
+    v.cluster_nodes(sum(spec.node_count for _, spec, _ in out), limits)
     names = [n for n, _, _ in out]
     if len(set(names)) != len(names):
         raise Invalid("node_group_templates names must be unique", "node_group_templates")
@@ -58,7 +62,7 @@ def create(db: Database, caller: Caller, body: dict[str, Any]) -> m.ClusterTempl
     v.reject_unknown("clustertemplate", body, CREATE_KEYS)
     name = v.name("name", body["name"]) if body.get("name") is not None else _gen_name()
     attrs = specs.check_attrs("clustertemplate", body, specs.TEMPLATE_ATTRS)
-    ngts = _embedded(body.get("node_group_templates"))
+    ngts = _embedded(body.get("node_group_templates"), caller.limits)
     with db.write() as s:
         source_id = None
         base: dict[str, Any] = {}
@@ -126,7 +130,7 @@ def update(db: Database, caller: Caller, ident: str, patch: Any) -> m.ClusterTem
         ngts = (
             [(n.name, n.spec, n.source_id) for n in ct.node_group_templates]
             if ngts_raw is ...
-            else _embedded(ngts_raw)
+            else _embedded(ngts_raw, caller.limits)
         )
         _require(attrs, ngts)
         if ngts_raw is not ...:

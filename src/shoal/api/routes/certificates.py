@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 
-from shoal.api import deps
+from shoal.api import deps, schemas
 from shoal.services import certificates
 from shoal.services.certificates import CertView
 
@@ -26,14 +26,16 @@ def _view(request: Request, view: CertView) -> dict[str, Any]:
 def show_ca(request: Request, cluster_ident: str) -> dict[str, Any]:
     """The cluster's CA certificate (PEM), made on first use."""
     ca_type = request.query_params.get("ca_cert_type") or None
-    view = certificates.get_ca(deps.db(request), deps.caller(request), cluster_ident, ca_type)
+    view = certificates.get_ca(
+        deps.db(request), deps.caller(request), deps.sealer(request), cluster_ident, ca_type
+    )
     return _view(request, view)
 
 
-@router.post("", status_code=201, openapi_extra=deps.OBJECT_BODY)
+@router.post("", status_code=201, openapi_extra=schemas.body("CertificateSign"))
 def sign(request: Request, body: dict[str, Any] = Depends(deps.json_object)) -> JSONResponse:
     """`{"cluster_uuid", "csr"}` -> the CSR signed by the cluster's CA."""
-    view = certificates.sign(deps.db(request), deps.caller(request), body)
+    view = certificates.sign(deps.db(request), deps.caller(request), deps.sealer(request), body)
     return JSONResponse(_view(request, view), status_code=201)
 
 
@@ -46,7 +48,9 @@ def rotate_ca(request: Request, cluster_ident: str) -> Response:
     sends no Accept header and, on its endpoint+token transport, fails on any
     other answer (it takes a body it did not parse for a dict)."""
     deps.need(request, 1, 5, "CA rotation")
-    uuid = certificates.rotate_ca(deps.db(request), deps.caller(request), cluster_ident)
+    uuid = certificates.rotate_ca(
+        deps.db(request), deps.caller(request), deps.sealer(request), cluster_ident
+    )
     if "application/json" in request.headers.get("accept", ""):
         return JSONResponse({"uuid": uuid}, status_code=202)
     return Response(status_code=202, media_type="application/octet-stream")

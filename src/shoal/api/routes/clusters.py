@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 
-from shoal.api import deps, serializers
+from shoal.api import deps, schemas, serializers
 from shoal.domain import validation
 from shoal.domain.errors import Invalid
 from shoal.services import clusters, misc, resize
@@ -44,7 +44,7 @@ def list_detail(request: Request) -> Response:
     return deps.json_response(_list(request, detail=True))
 
 
-@router.post("", status_code=202, openapi_extra=deps.OBJECT_BODY)
+@router.post("", status_code=202, openapi_extra=schemas.body("ClusterCreate"))
 def create_cluster(
     request: Request, body: dict[str, Any] = Depends(deps.json_object)
 ) -> JSONResponse:
@@ -66,7 +66,7 @@ def get_cluster(request: Request, ident: str) -> Response:
     return deps.json_response(serializers.cluster(request, view))
 
 
-@router.patch("/{ident}", status_code=202, openapi_extra=deps.PATCH_BODY)
+@router.patch("/{ident}", status_code=202, openapi_extra=schemas.body("JsonPatch"))
 def update_cluster(
     request: Request, ident: str, patch: list[Any] = Depends(deps.json_patch)
 ) -> JSONResponse:
@@ -80,7 +80,7 @@ def delete_cluster(request: Request, ident: str) -> Response:
     return Response(status_code=204)
 
 
-@router.post("/{ident}/actions/resize", status_code=202, openapi_extra=deps.OBJECT_BODY)
+@router.post("/{ident}/actions/resize", status_code=202, openapi_extra=schemas.body("Resize"))
 def resize_cluster(
     request: Request, ident: str, body: dict[str, Any] = Depends(deps.json_object)
 ) -> JSONResponse:
@@ -89,7 +89,7 @@ def resize_cluster(
     return _accepted(resize.resize_cluster(deps.db(request), deps.caller(request), ident, body))
 
 
-@router.post("/{ident}/actions/upgrade", status_code=202, openapi_extra=deps.OBJECT_BODY)
+@router.post("/{ident}/actions/upgrade", status_code=202, openapi_extra=schemas.body("Upgrade"))
 def upgrade_cluster(
     request: Request, ident: str, body: dict[str, Any] = Depends(deps.json_object)
 ) -> JSONResponse:

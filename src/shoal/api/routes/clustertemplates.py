@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request, Response
 
-from shoal.api import deps, serializers
+from shoal.api import deps, schemas, serializers
 from shoal.services import templates
 
 router = APIRouter(prefix="/clustertemplates", tags=["clustertemplates"])
@@ -26,7 +26,7 @@ def list_detail(request: Request) -> dict[str, Any]:
     return list_templates(request)
 
 
-@router.post("", status_code=201, openapi_extra=deps.OBJECT_BODY)
+@router.post("", status_code=201, openapi_extra=schemas.body("ClusterTemplateCreate"))
 def create_template(
     request: Request, response: Response, body: dict[str, Any] = Depends(deps.json_object)
 ) -> dict[str, Any]:
@@ -43,7 +43,7 @@ def get_template(request: Request, ident: str) -> dict[str, Any]:
     return serializers.cluster_template(request, ct)
 
 
-@router.patch("/{ident}", openapi_extra=deps.PATCH_BODY)
+@router.patch("/{ident}", openapi_extra=schemas.body("JsonPatch"))
 def update_template(
     request: Request, ident: str, patch: list[Any] = Depends(deps.json_patch)
 ) -> dict[str, Any]:

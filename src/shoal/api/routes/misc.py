@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request, Response
 
-from shoal.api import deps, microversion, serializers
+from shoal.api import deps, microversion, schemas, serializers
 from shoal.db.tables import QuotaRow
 from shoal.domain.errors import Invalid
 from shoal.services import misc
@@ -99,7 +99,7 @@ def list_quotas(request: Request) -> dict[str, Any]:
     return {"quotas": [_quota(request, q) for q in rows]}
 
 
-@router.post("/quotas", status_code=201, openapi_extra=deps.OBJECT_BODY)
+@router.post("/quotas", status_code=201, openapi_extra=schemas.body("QuotaCreate"))
 def create_quota(
     request: Request, body: dict[str, Any] = Depends(deps.json_object)
 ) -> dict[str, Any]:
@@ -121,7 +121,9 @@ def get_quota(request: Request, project_id: str, resource: str) -> dict[str, Any
     return _quota(request, misc.quota_get(deps.db(request), project_id, resource, default))
 
 
-@router.patch("/quotas/{project_id}/{resource}", status_code=202, openapi_extra=deps.OBJECT_BODY)
+@router.patch(
+    "/quotas/{project_id}/{resource}", status_code=202, openapi_extra=schemas.body("QuotaUpdate")
+)
 def update_quota(
     request: Request,
     project_id: str,

@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 
-from shoal.api import deps, serializers
+from shoal.api import deps, schemas, serializers
 from shoal.services import nodegroups
 
 router = APIRouter(prefix="/clusters/{cluster}/nodegroups", tags=["nodegroups"])
@@ -36,7 +36,7 @@ def list_detail(request: Request, cluster: str) -> dict[str, Any]:
     return _list(request, cluster, detail=True)
 
 
-@router.post("", status_code=202, openapi_extra=deps.OBJECT_BODY)
+@router.post("", status_code=202, openapi_extra=schemas.body("NodeGroupCreate"))
 def create_nodegroup(
     request: Request, cluster: str, body: dict[str, Any] = Depends(deps.json_object)
 ) -> JSONResponse:
@@ -55,7 +55,7 @@ def get_nodegroup(request: Request, cluster: str, ident: str) -> dict[str, Any]:
     return serializers.nodegroup(request, view)
 
 
-@router.patch("/{ident}", status_code=202, openapi_extra=deps.PATCH_BODY)
+@router.patch("/{ident}", status_code=202, openapi_extra=schemas.body("JsonPatch"))
 def update_nodegroup(
     request: Request, cluster: str, ident: str, patch: list[Any] = Depends(deps.json_patch)
 ) -> JSONResponse:

@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request, Response
 
-from shoal.api import deps, serializers
+from shoal.api import deps, schemas, serializers
 from shoal.services import ngtemplates
 
 router = APIRouter(prefix="/nodegrouptemplates", tags=["nodegrouptemplates"])
@@ -26,7 +26,7 @@ def list_detail(request: Request) -> dict[str, Any]:
     return list_ngts(request)
 
 
-@router.post("", status_code=201, openapi_extra=deps.OBJECT_BODY)
+@router.post("", status_code=201, openapi_extra=schemas.body("NodeGroupTemplateCreate"))
 def create_ngt(
     request: Request, response: Response, body: dict[str, Any] = Depends(deps.json_object)
 ) -> dict[str, Any]:
@@ -42,7 +42,7 @@ def get_ngt(request: Request, ident: str) -> dict[str, Any]:
     return serializers.ngt(request, ngtemplates.get(deps.db(request), deps.caller(request), ident))
 
 
-@router.patch("/{ident}", openapi_extra=deps.PATCH_BODY)
+@router.patch("/{ident}", openapi_extra=schemas.body("JsonPatch"))
 def update_ngt(
     request: Request, ident: str, patch: list[Any] = Depends(deps.json_patch)
 ) -> dict[str, Any]:

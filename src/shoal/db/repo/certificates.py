@@ -1,4 +1,9 @@
-"""Cluster CAs: read, insert once (race-safe), replace on rotation."""
+"""Cluster CAs: read, insert once (race-safe), replace on rotation.
+
+The private key is stored sealed (`domain.sealing`: encrypted with the
+operator's key, in the same text column); a key stored before sealing existed
+is plaintext PEM until `seal_plaintext` seals it, on start or first use.
+"""
 
 from __future__ import annotations
 
@@ -7,16 +12,17 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.exc import StatementError
 from sqlalchemy.orm import Session
 
 from shoal.db.engine import dialect_of, upsert
 from shoal.db.tables import ClusterCARow, table_of
-from shoal.domain import pki
+from shoal.domain import pki, sealing
 
 _TABLE = table_of(ClusterCARow)
 _GET = select(_TABLE.c.cert_pem, _TABLE.c.key_pem)
+_PLAIN = ~_TABLE.c.key_pem.startswith(sealing.PREFIX, autoescape=True)
 
 
 def _insert(session: Session) -> Any:
@@ -35,35 +41,88 @@ def _keys_unlogged() -> Iterator[None]:
         raise
 
 
-def get(session: Session, cluster_uuid: str) -> pki.CA | None:
-    """The cluster's CA, or None when none was made yet."""
+def get_cert(session: Session, cluster_uuid: str) -> str | None:
+    """The cluster's CA certificate (PEM), or None when none was made yet."""
+    stmt = select(_TABLE.c.cert_pem).where(_TABLE.c.cluster_uuid == cluster_uuid)
+    cert: str | None = session.scalar(stmt)
+    return cert
+
+
+def get(session: Session, cluster_uuid: str, sealer: sealing.Sealer) -> pki.CA | None:
+    """The cluster's CA with its key opened, or None when none was made yet.
+    SecretUnavailable when the key was sealed with another key than `sealer`'s."""
     row = session.execute(_GET.where(_TABLE.c.cluster_uuid == cluster_uuid)).first()
-    return None if row is None else pki.CA(cert_pem=row.cert_pem, key_pem=row.key_pem)
+    if row is None:
+        return None
+    key = sealer.open(row.key_pem, f"the CA key of cluster {cluster_uuid}")
+    return pki.CA(cert_pem=row.cert_pem, key_pem=key)
 
 
-def insert_if_absent(session: Session, cluster_uuid: str, ca: pki.CA, now: datetime) -> pki.CA:
-    """Store `ca` unless the cluster has one already; the CA that is stored.
+def seal_plaintext(
+    session: Session, sealer: sealing.Sealer, cluster_uuid: str | None = None
+) -> int:
+    """Seal the keys stored as plaintext (of one cluster, or all); how many were.
+    Each row is updated only if it still holds the plaintext that was read."""
+    stmt = select(_TABLE.c.cluster_uuid, _TABLE.c.key_pem).where(_PLAIN)
+    if cluster_uuid is not None:
+        stmt = stmt.where(_TABLE.c.cluster_uuid == cluster_uuid)
+    done = 0
+    with _keys_unlogged():
+        for uuid, plain in session.execute(stmt).all():
+            result = session.execute(
+                update(_TABLE)
+                .where(_TABLE.c.cluster_uuid == uuid, _TABLE.c.key_pem == plain)
+                .values(key_pem=sealer.seal(plain))
+            )
+            done += result.rowcount  # type: ignore[attr-defined]
+    return done
+
+
+def sealed_elsewhere(session: Session, sealer: sealing.Sealer) -> tuple[str, str] | None:
+    """(cluster uuid, key id) of a key sealed with another key than `sealer`'s, if any."""
+    own = f"{sealing.PREFIX}{sealer.key_id}:"
+    stmt = (
+        select(_TABLE.c.cluster_uuid, _TABLE.c.key_pem)
+        .where(~_PLAIN, ~_TABLE.c.key_pem.startswith(own, autoescape=True))
+        .limit(1)
+    )
+    row = session.execute(stmt).first()
+    if row is None:
+        return None
+    return row.cluster_uuid, sealing.sealed_by(row.key_pem) or "?"
+
+
+def insert_if_absent(
+    session: Session, cluster_uuid: str, ca: pki.CA, now: datetime, sealer: sealing.Sealer
+) -> pki.CA:
+    """Store `ca` (its key sealed) unless the cluster has one already; the CA that is
+    stored.
 
     Two requests that each made a CA for the same cluster both end with the one
     that was committed first (ON CONFLICT DO NOTHING on the primary key: no
     unique-violation error on PostgreSQL, and no second CA)."""
     stmt = _insert(session).values(
-        cluster_uuid=cluster_uuid, cert_pem=ca.cert_pem, key_pem=ca.key_pem, created_at=now
+        cluster_uuid=cluster_uuid,
+        cert_pem=ca.cert_pem,
+        key_pem=sealer.seal(ca.key_pem),
+        created_at=now,
     )
     with _keys_unlogged():
         session.execute(stmt.on_conflict_do_nothing(index_elements=[_TABLE.c.cluster_uuid]))
-    stored = get(session, cluster_uuid)
+    stored = get(session, cluster_uuid, sealer)
     if stored is None:  # pragma: no cover - the insert or the conflicting row is visible
         raise RuntimeError(f"the CA of cluster {cluster_uuid} vanished while it was stored")
     return stored
 
 
-def replace(session: Session, cluster_uuid: str, ca: pki.CA, now: datetime) -> None:
-    """Make `ca` the cluster's CA (a rotation), whether it had one or not."""
+def replace(
+    session: Session, cluster_uuid: str, ca: pki.CA, now: datetime, sealer: sealing.Sealer
+) -> None:
+    """Make `ca` the cluster's CA (a rotation; its key sealed), whether it had one or not."""
     ins = _insert(session).values(
         cluster_uuid=cluster_uuid,
         cert_pem=ca.cert_pem,
-        key_pem=ca.key_pem,
+        key_pem=sealer.seal(ca.key_pem),
         created_at=now,
         rotated_at=now,
     )

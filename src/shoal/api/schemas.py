@@ -1,0 +1,242 @@
+"""JSON schemas of the request bodies, for the OpenAPI document.
+
+The routes read bodies as plain JSON and the services check them (domain
+validation is the rule; these schemas describe it). A route names its body
+with `body("ClusterCreate")`; `components(limits)` builds the schemas with the
+operator's node limits, so the document states the bounds this server applies.
+Canonical JSON forms only: the API also takes what Magnum's clients send
+(integers and booleans as strings, labels as a Python-literal string).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shoal.domain import jsonpatch, model, specs
+from shoal.domain import validation as v
+
+Schema = dict[str, Any]
+REF = "#/components/schemas/"
+
+
+def body(name: str) -> dict[str, Any]:
+    """`openapi_extra` for a route whose JSON body is the schema `name`."""
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": {"$ref": REF + name}}},
+        }
+    }
+
+
+def _str(most: int = v.NAME_MAX) -> Schema:
+    return {"type": "string", "maxLength": most}
+
+
+def _int(lo: int = 0, hi: int = v.INT_MAX) -> Schema:
+    return {"type": "integer", "minimum": lo, "maximum": hi}
+
+
+def _enum(*values: str) -> Schema:
+    return {"type": "string", "enum": list(values)}
+
+
+BOOL: Schema = {"type": "boolean"}
+NAME: Schema = {"type": "string", "pattern": v.NAME_RE.pattern, "maxLength": v.NAME_MAX}
+LABELS: Schema = {
+    "type": "object",
+    "maxProperties": v.LABELS_MAX,
+    "propertyNames": {"minLength": 1, "maxLength": v.LABEL_KEY_MAX},
+    "additionalProperties": _str(v.LABEL_VALUE_MAX),
+}
+TAINT: Schema = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["key", "effect"],
+    "properties": {
+        "key": {"type": "string", "minLength": 1, "maxLength": v.LABEL_KEY_MAX},
+        "value": _str(),
+        "effect": _enum(*model.TAINT_EFFECTS),
+    },
+}
+
+
+def _policy(*fields: str, hi: dict[str, int] | None = None) -> Schema:
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {f: _int(0, (hi or {}).get(f, v.INT_MAX)) for f in fields},
+    }
+
+
+def attributes(limits: v.Limits) -> dict[str, Schema]:
+    """One schema per attribute name a template, cluster or node group takes."""
+    per_group = limits.nodes_per_group
+    return {
+        # Shared by templates and clusters.
+        "image_id": _str(),
+        "flavor_id": _str(),
+        "master_flavor_id": _str(),
+        "docker_volume_size": _int(1),
+        "labels": LABELS,
+        "fixed_network": _str(),
+        "fixed_subnet": _str(),
+        "floating_ip_enabled": BOOL,
+        "master_lb_enabled": BOOL,
+        "coe": _enum(*specs.COES),
+        "coe_version": _str(v.VERSION_MAX),
+        # Templates.
+        "keypair_id": _str(),
+        "external_network_id": _str(),
+        "dns_nameserver": _str(),
+        "network_driver": _enum(*specs.NETWORK_DRIVERS),
+        "volume_driver": _str(),
+        "docker_storage_driver": _str(),
+        "server_type": _enum(*specs.SERVER_TYPES),
+        "tls_disabled": BOOL,
+        "public": BOOL,
+        "hidden": BOOL,
+        "registry_enabled": BOOL,
+        "http_proxy": _str(v.TEXT_MAX),
+        "https_proxy": _str(v.TEXT_MAX),
+        "no_proxy": _str(v.TEXT_MAX),
+        "insecure_registry": _str(),
+        "apiserver_port": _int(1),
+        "cluster_distro": _str(),
+        "driver": _str(),
+        "tags": _str(),
+        # Clusters.
+        "keypair": _str(),
+        "create_timeout": _int(0, 7 * 24 * 60),
+        "discovery_url": _str(v.TEXT_MAX),
+        "merge_labels": BOOL,
+        "master_count": _int(1, per_group),
+        "node_count": _int(0, per_group),
+        # Node groups.
+        "role": {**NAME, "maxLength": 64},
+        "availability_zones": {
+            "type": "array",
+            "maxItems": v.AZS_MAX,
+            "uniqueItems": True,
+            "items": {"type": "string", "minLength": 1, "maxLength": v.NAME_MAX},
+        },
+        "node_labels": LABELS,
+        "node_taints": {"type": "array", "maxItems": v.TAINTS_MAX, "items": TAINT},
+        "min_node_count": _int(0, per_group),
+        "max_node_count": _int(0, per_group),
+        "deletion_policy": _enum(*specs.DELETION_POLICIES),
+        "rollout": _policy("max_surge", "max_unavailable"),
+        "health_policy": _policy(
+            "startup_timeout_s",
+            "unhealthy_timeout_s",
+            "max_unhealthy_percent",
+            hi={"max_unhealthy_percent": 100},
+        ),
+        "vms": {"type": "array", "maxItems": v.VMS_MAX, "items": {"type": "object"}},
+    }
+
+
+def _object(props: dict[str, Schema], required: tuple[str, ...] = ()) -> Schema:
+    out: Schema = {"type": "object", "additionalProperties": False, "properties": props}
+    if required:
+        out["required"] = list(required)
+    return out
+
+
+def _pick(attrs: dict[str, Schema], keys: Any) -> dict[str, Schema]:
+    return {k: attrs[k] for k in sorted(keys)}
+
+
+def components(limits: v.Limits) -> dict[str, Schema]:
+    """Every request body schema, by name, with `limits` as the node count bounds."""
+    attrs = attributes(limits)
+    group = _pick(attrs, specs.NODEGROUP_KEYS)
+    entry = {**group, "name": NAME}
+    ident = _str()
+    return {
+        "ClusterTemplateCreate": _object(
+            {
+                **_pick(attrs, specs.TEMPLATE_ATTRS),
+                "name": NAME,
+                "from_cluster": ident,
+                "node_group_templates": {
+                    "type": "array",
+                    "maxItems": v.NODE_GROUPS_MAX,
+                    "items": _object(entry, ("name",)),
+                },
+                "project_id": ident,
+                "user_id": ident,
+            }
+        ),
+        "NodeGroupTemplateCreate": _object(
+            {**group, "name": NAME, "from_nodegroup": ident, "project_id": ident}
+        ),
+        "ClusterCreate": _object(
+            {
+                **_pick(attrs, specs.CLUSTER_ATTRS),
+                "name": {**NAME, "maxLength": v.CLUSTER_NAME_MAX},
+                "cluster_template_id": ident,
+                "from_cluster": ident,
+                "node_groups": {
+                    "type": "array",
+                    "minItems": 1,
+                    "maxItems": v.NODE_GROUPS_MAX,
+                    "items": _object(entry, ("name",)),
+                },
+                "project_id": ident,
+                "user_id": ident,
+            }
+        ),
+        "NodeGroupCreate": _object(
+            {
+                **group,
+                "name": NAME,
+                "nodegroup_template_id": ident,
+                "from_nodegroup": ident,
+                "project_id": ident,
+            },
+            ("name",),
+        ),
+        "Resize": _object(
+            {
+                "node_count": _int(0, limits.nodes_per_group),
+                "nodegroup": ident,
+                "nodes_to_remove": {
+                    "type": "array",
+                    "maxItems": limits.nodes_per_group,
+                    "items": _str(v.NODE_REF_MAX),
+                },
+            },
+            ("node_count",),
+        ),
+        "Upgrade": _object(
+            {"cluster_template": ident, "max_batch_size": _int(1), "nodegroup": ident},
+            ("cluster_template",),
+        ),
+        "CertificateSign": _object(
+            {
+                "cluster_uuid": ident,
+                "bay_uuid": ident,
+                "csr": {"type": "string", "maxLength": 64 * 1024},
+                "ca_cert_type": _enum("kubernetes"),
+            },
+            ("csr",),
+        ),
+        "QuotaCreate": _object(
+            {"project_id": ident, "resource": _enum("Cluster"), "hard_limit": _int()},
+            ("project_id",),
+        ),
+        "QuotaUpdate": _object({"hard_limit": _int()}),
+        "JsonPatch": {
+            "type": "array",
+            "maxItems": v.PATCH_OPS_MAX,
+            "items": _object(
+                {
+                    "op": _enum(*jsonpatch.OPS),
+                    "path": {"type": "string", "pattern": "^/", "maxLength": 512},
+                    "value": {},
+                },
+                ("op", "path"),
+            ),
+        },
+    }

@@ -1,0 +1,92 @@
+"""Secrets at rest: seal a text with the operator's key, open it again. Pure.
+
+A sealed text is `shoal-sealed:v1:<key id>:<Fernet token>`, so that it is told
+apart from the plaintext PEM stored before sealing existed (no schema change:
+the same text column holds either), and an error can say which key sealed it.
+
+The key is derived from the operator's secret with HKDF-SHA256, so any string
+of at least `SECRET_MIN_CHARS` random characters will do (`openssl rand -base64
+32`); the key id is the first 8 hex digits of a hash of the derived key, which
+tells keys apart without revealing them.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+
+from cryptography.fernet import Fernet, InvalidToken
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from shoal.domain.errors import SecretUnavailable
+
+PREFIX = "shoal-sealed:v1:"
+SECRET_MIN_CHARS = 32
+_INFO = b"shoal: cluster CA private keys at rest, v1"
+
+
+class WeakSecret(ValueError):
+    """The operator's secret is too short to be a key."""
+
+
+def is_sealed(text: str) -> bool:
+    return text.startswith(PREFIX)
+
+
+def sealed_by(text: str) -> str | None:
+    """The key id a sealed text names (None for plaintext)."""
+    if not is_sealed(text):
+        return None
+    return text[len(PREFIX) :].split(":", 1)[0]
+
+
+def new_secret() -> str:
+    """A fresh random secret (256 bits, URL-safe base64), for a key file."""
+    return Fernet.generate_key().decode()
+
+
+class Sealer:
+    """Seals and opens texts with one key. Its `repr` shows the key id only."""
+
+    def __init__(self, secret: str) -> None:
+        secret = secret.strip()
+        if len(secret) < SECRET_MIN_CHARS:
+            raise WeakSecret(
+                f"the secret key must be at least {SECRET_MIN_CHARS} characters of random "
+                f"text (got {len(secret)}); make one with `openssl rand -base64 32`"
+            )
+        derived = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_INFO).derive(
+            secret.encode()
+        )
+        self._fernet = Fernet(base64.urlsafe_b64encode(derived))
+        self.key_id = hashlib.sha256(b"key-id:" + derived).hexdigest()[:8]
+
+    def __repr__(self) -> str:
+        return f"Sealer(key_id={self.key_id!r})"
+
+    def seal(self, text: str) -> str:
+        token = self._fernet.encrypt(text.encode()).decode()
+        return f"{PREFIX}{self.key_id}:{token}"
+
+    def open(self, stored: str, what: str = "a secret") -> str:
+        """The plaintext of `stored` (returned as is when it was never sealed).
+        SecretUnavailable, naming `what` and both key ids, for another key's text."""
+        if not is_sealed(stored):
+            return stored
+        key_id, _, token = stored[len(PREFIX) :].partition(":")
+        try:
+            return self._fernet.decrypt(token.encode()).decode()
+        except InvalidToken:
+            raise SecretUnavailable(mismatch(what, key_id, self.key_id)) from None
+
+
+def mismatch(what: str, stored_id: str, own_id: str) -> str:
+    """The operator's instruction when stored secrets need another key."""
+    if stored_id == own_id:
+        return f"{what} is damaged: it does not decrypt with secret key {own_id}"
+    return (
+        f"{what} was encrypted with secret key {stored_id}, but this shoal has key "
+        f"{own_id}: start shoal with the key it was encrypted with (SHOAL_SECRET_KEY_FILE "
+        "or SHOAL_SECRET_KEY; embedded default: secret.key in the data directory)"
+    )

@@ -1,0 +1,79 @@
+"""Ctrl-C during `--wait` stops the waiting, not the operation: the real `shoal`
+process says so, names the commands that follow it, and exits 130."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.integration.cli_support import fast_settings
+from tests.support.server import LiveServer, live_server
+
+SHOAL = str(Path(sys.executable).with_name("shoal"))
+
+
+@pytest.fixture(scope="module")
+def slow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """A server whose machines take minutes to boot: a wait cannot end by itself."""
+    data: Path = tmp_path_factory.mktemp("interrupt")
+    sim = {"time_scale": 1.0, "boot_seconds": 600.0}
+    with live_server(fast_settings(data, sim=sim)) as srv:
+        yield srv
+
+
+@pytest.mark.parametrize("operation", ["create", "resize"])
+def test_ctrl_c_during_wait_says_the_operation_goes_on_and_exits_130(
+    slow: LiveServer, operation: str
+) -> None:
+    name = f"slow-{operation}"
+    if operation == "create":
+        argv = ["cluster", "create", name, "--image", "fedora-coreos-40", "--wait"]
+        generation = 1
+    else:
+        body = {"name": name, "image_id": "fedora-coreos-40"}
+        httpx.post(f"{slow.v1}/clusters", json=body).raise_for_status()
+        argv, generation = ["cluster", "resize", name, "3", "--wait"], 2
+    proc = subprocess.Popen(
+        [SHOAL, "--url", slow.url, *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        # Interrupt once the request was accepted and the CLI is polling.
+        while name not in _names(slow) or _generation(slow, name) < generation:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, err
+    assert "goes on in the service" in err
+    assert f"shoal cluster watch {name}" in err and f"shoal events {name}" in err
+    assert "Traceback" not in err and "Aborted" not in err
+    status = httpx.get(f"{slow.v1}/clusters/{name}").json()["status"]
+    assert status.endswith("IN_PROGRESS")
+
+
+def _names(server: LiveServer) -> list[str]:
+    return [c["name"] for c in httpx.get(f"{server.v1}/clusters").json()["clusters"]]
+
+
+def _generation(server: LiveServer, name: str) -> int:
+    groups = httpx.get(
+        f"{server.v1}/clusters/{name}/nodegroups/detail",
+        headers={"OpenStack-API-Version": "container-infra latest"},
+    ).json()["nodegroups"]
+    return max(int(g["generation"]) for g in groups)

@@ -1,0 +1,52 @@
+"""Real `shoal` processes for end-to-end tests: an environment of their own and
+`shoal serve` until its API answers (stopped with SIGINT, as a person would)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+SHOAL = str(Path(sys.executable).with_name("shoal"))
+
+
+def shoal_env(data: Path, **extra: str) -> dict[str, str]:
+    """This environment without SHOAL_* settings, plus a data dir, a fast sim and `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SHOAL_")}
+    env.update(SHOAL_DATA_DIR=str(data), SHOAL_SIM_TIME_SCALE="100", **extra)
+    return env
+
+
+@contextmanager
+def serving(env: dict[str, str], port: int, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """`shoal serve --port PORT` until its API answers; SIGINT and wait at the end."""
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [SHOAL, "serve", "--port", str(port)], env=env, stdout=out, stderr=out
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, "shoal serve did not start"
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.05)
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
