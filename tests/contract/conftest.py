@@ -9,34 +9,55 @@ example when libvirt is not installed).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from shoal.drivers import contract
+from shoal.drivers.contract import MachineSpec
 from shoal.drivers.sim.clock import ManualClock
 from shoal.drivers.sim.driver import SimDriver
 from shoal.drivers.sim.world import SimWorld
 from shoal.settings import SimSettings
-from tests.contract.harness import DriverHarness
+from tests.contract.harness import DriverHarness, Provocation, Provoke
 from tests.support.databases import throwaway_pg
 
 
-def sim_factory(tmp_path: Path) -> DriverHarness:
+def sim_provoke(world: SimWorld) -> Provoke:
+    """Each error class from a fault rule that fires once, for the spec's group only."""
+    rules = {
+        Provocation.QUOTA: {"kind": "quota_exceeded"},
+        Provocation.NO_VALID_HOST: {"kind": "no_valid_host"},
+        Provocation.NO_VALID_HOST_ASYNC: {"kind": "no_valid_host_async"},
+        Provocation.TRANSIENT: {"kind": "transient", "status": 429, "retry_after": 2},
+    }
+
+    def provoke(kind: Provocation, spec: MachineSpec) -> MachineSpec:
+        group = f"provoked-{uuid.uuid4().hex[:8]}"
+        world.add_fault({**rules[kind], "nodegroup": group, "count": 1})
+        return dataclasses.replace(spec, nodegroup_id=group)
+
+    return provoke
+
+
+def sim_factory(tmp_path: Path, *, per_group: bool = False) -> DriverHarness:
     """The sim with a manual clock: booting takes simulated time but no real time."""
     clock = ManualClock()
     settings = SimSettings(boot_seconds=20, delete_seconds=5, api_latency_ms=50, jitter=0.2)
     world = SimWorld.open(f"sqlite:///{tmp_path / 'sim.db'}", settings, clock=clock)
     return DriverHarness(
-        driver=SimDriver(world),
+        driver=SimDriver(world, per_group=per_group),
         flavor="m1.small",
         image="fedora-coreos-40",
         other_image="ubuntu-24.04",
         zone="az-1",
         advance=clock.advance,
         close=world.close,
+        provoke=sim_provoke(world),
     )
 
 
@@ -59,6 +80,7 @@ def sim_postgresql_factory(tmp_path: Path) -> DriverHarness:
         zone="az-2",
         advance=clock.advance,
         close=close,
+        provoke=sim_provoke(world),
     )
 
 
@@ -69,6 +91,7 @@ def real_time(seconds: float) -> None:
 
 FACTORIES: dict[str, Callable[[Path], DriverHarness]] = {
     "sim": sim_factory,
+    "sim-per-group": lambda tmp_path: sim_factory(tmp_path, per_group=True),
     "sim-postgresql": sim_postgresql_factory,
 }
 MARKS = {"sim-postgresql": [pytest.mark.postgres]}

@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
+import enum
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from shoal.drivers import contract
 from shoal.drivers.contract import Machine, MachineSpec, MachineState
+
+
+class Provocation(enum.Enum):
+    """An error class the contract suite makes each driver produce."""
+
+    QUOTA = "quota"  # ensure_machine raises BlockedError(QUOTA)
+    NO_VALID_HOST = "no_valid_host"  # ensure_machine raises BlockedError(NO_VALID_HOST, az)
+    NO_VALID_HOST_ASYNC = "no_valid_host_async"  # the machine ends in ERROR, fault_kind NVH
+    TRANSIENT = "transient"  # ensure_machine raises TransientError with a retry_after hint
+
+
+# provoke(kind, spec) -> the spec to pass to ensure_machine so that it fails that way
+# (the harness may change the provider's state: a quota, a fault, a full host).
+Provoke = Callable[[Provocation, MachineSpec], MachineSpec]
 
 
 @dataclass
@@ -22,6 +37,7 @@ class DriverHarness:
     advance: Callable[[float], None]  # let `seconds` of provider time pass
     boot_timeout: float = 120.0  # provider seconds to wait for ACTIVE
     close: Callable[[], None] = field(default=lambda: None)
+    provoke: Provoke | None = None  # None: the suite skips the error-class checks
 
     def spec(self, **over: object) -> MachineSpec:
         """A valid spec with fresh ids; keyword arguments override fields."""

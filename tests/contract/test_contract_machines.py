@@ -7,7 +7,7 @@ import time
 import pytest
 
 from shoal.drivers import contract
-from shoal.drivers.contract import MachineState, PermanentError
+from shoal.drivers.contract import Feature, MachineState, PermanentError
 from tests.contract.harness import DriverHarness
 
 
@@ -94,6 +94,9 @@ def test_delete_while_building(harness: DriverHarness) -> None:
 
 
 def test_reboot_and_rebuild_keep_identity(harness: DriverHarness) -> None:
+    caps = harness.driver.capabilities()
+    if not (caps.has(Feature.REBOOT) and caps.has(Feature.REBUILD)):
+        pytest.skip(f"{harness.driver.name} does not declare reboot and rebuild")
     spec = harness.spec()
     harness.driver.ensure_machine(spec)
     before = harness.wait_for(spec.machine_id, MachineState.ACTIVE)
@@ -115,6 +118,7 @@ def test_reboot_and_rebuild_keep_identity(harness: DriverHarness) -> None:
 
 
 def test_reboot_or_rebuild_of_unknown_machine_is_permanent(harness: DriverHarness) -> None:
+    """Mandatory: a driver without the features refuses with PermanentError too."""
     with pytest.raises(PermanentError):
         harness.driver.reboot_machine("never-existed-0000")
     with pytest.raises(PermanentError):

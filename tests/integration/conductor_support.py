@@ -46,7 +46,8 @@ class Env:
 
     def create(self, name: str, groups: list[dict[str, Any]], **attrs: Any) -> str:
         body = {"name": name, "image_id": "fedora-coreos-40", "node_groups": groups, **attrs}
-        names = m.ProviderNames(tuple(self.worlds), next(iter(self.worlds)))
+        known = tuple(self.worlds) or ("sim",)
+        names = m.ProviderNames(known, known[0])
         return clusters.create(self.db, self.caller, body, 20, names).uuid
 
     def resize(self, cid: str, group: str, count: int, remove: list[str] | None = None) -> None:

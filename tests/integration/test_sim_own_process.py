@@ -30,14 +30,8 @@ from shoal.drivers.sim.driver import SimDriver
 from shoal.drivers.sim.process import SimProcess
 from shoal.runtime import build_runtime
 from shoal.settings import Settings
-from tests.integration.test_conductor_reconcile import (
-    FAST_CONDUCTOR,
-    FAST_SIM,
-    HETERO,
-    MASTER,
-    WORKER,
-    Env,
-)
+from tests.integration.conductor_support import FAST_CONDUCTOR, FAST_SIM, Env
+from tests.integration.test_conductor_reconcile import HETERO, MASTER, WORKER
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ SHOAL = str(Path(sys.executable).with_name("shoal"))
 def shoal_env(data: Path, **extra: str) -> dict[str, str]:
     """This environment without SHOAL_* settings, plus a data dir, a fast sim and `extra`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SHOAL_")}
-    env.update(SHOAL_DATA_DIR=str(data), SHOAL_SIM_TIME_SCALE="100", **extra)
+    env.update({"SHOAL_DATA_DIR": str(data), "SHOAL_SIM_TIME_SCALE": "100", **extra})
     return env
 
 

@@ -69,6 +69,13 @@ def _policy(*fields: str, hi: dict[str, int] | None = None) -> Schema:
     }
 
 
+STRINGS: Schema = {
+    "type": "array",
+    "maxItems": v.AZS_MAX,
+    "items": {"type": "string", "minLength": 1, "maxLength": v.NAME_MAX},
+}
+
+
 def attributes(limits: v.Limits) -> dict[str, Schema]:
     """One schema per attribute name a template, cluster or node group takes."""
     per_group = limits.nodes_per_group
@@ -133,6 +140,13 @@ def attributes(limits: v.Limits) -> dict[str, Schema]:
             hi={"max_unhealthy_percent": 100},
         ),
         "vms": {"type": "array", "maxItems": v.VMS_MAX, "items": {"type": "object"}},
+        # Providers and what a real machine needs (node groups; `provider` also clusters).
+        "provider": _str(64),
+        "networks": STRINGS,
+        "security_groups": STRINGS,
+        "placement_policy": _enum(*specs.PLACEMENT_POLICIES),
+        "boot_volume_size": _int(1),
+        "provider_options": LABELS,
     }
 
 

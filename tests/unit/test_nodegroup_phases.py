@@ -1,0 +1,236 @@
+"""The node group reconciler's phases on plain values: a snapshot, a listing, and
+what each phase decides. No database, no driver, no clock but the one given."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from shoal.conductor.backoff import Backoff
+from shoal.conductor.context import Context
+from shoal.conductor.nodegroup import delete, observe, scale, spec, status
+from shoal.conductor.nodegroup.state import Pass, Path
+from shoal.db.snapshots import GroupSnapshot
+from shoal.domain import conditions as cond
+from shoal.domain import health
+from shoal.domain import model as m
+from shoal.drivers.contract import (
+    TAG_NODE,
+    BlockedKind,
+    Machine,
+    MachineState,
+    PlacementPolicy,
+    TransientError,
+)
+from shoal.settings import ConductorSettings
+
+T0 = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
+ZONES = ("az-1", "az-2")
+
+
+def group(count: int = 3, **spec_changes: Any) -> m.NodeGroup:
+    s = m.NodeGroupSpec(
+        role="worker", flavor_id="m1.small", image_id="img", node_count=count, **spec_changes
+    )
+    return m.NodeGroup(1, "g-1", "c-1", "p-1", "w", False, s, generation=2, observed_generation=1)
+
+
+def node(i: int, state: m.NodeState = m.NodeState.ACTIVE, **kw: Any) -> m.Node:
+    ready = T0 - timedelta(minutes=5) if state is m.NodeState.ACTIVE else None
+    values: dict[str, Any] = dict(ready_at=ready, created_at=T0 - timedelta(minutes=6))
+    values.update(kw)
+    return m.Node(i, f"n-{i}", f"c-w-{i}", "c-1", "g-1", "p-1", state, "az-1", **values)
+
+
+def machine(n: m.Node, state: MachineState = MachineState.ACTIVE, **kw: Any) -> Machine:
+    return Machine(n.uuid, n.name, state, {TAG_NODE: n.uuid}, n.availability_zone, **kw)
+
+
+def start(g: m.NodeGroup, nodes: list[m.Node], machines: list[Machine], **snap: Any) -> Pass:
+    values: dict[str, Any] = dict(
+        group=g,
+        cluster_name="c",
+        cluster_attrs={"keypair": "ops", "fixed_network": "net-1"},
+        cluster_deleting=False,
+        operation_started_at=T0 - timedelta(minutes=10),
+        nodes=nodes,
+    )
+    values.update(snap)
+    return Pass.start(GroupSnapshot(**values), T0, machines, "sim")
+
+
+def ctx() -> Context:
+    return Context(
+        db=None,  # type: ignore[arg-type]
+        providers={},
+        default_provider="sim",
+        settings=ConductorSettings(),
+        pool=None,  # type: ignore[arg-type]
+        backoff=Backoff(rand=lambda: 0.5),  # no jitter
+        now=lambda: T0,
+        holder="h",
+    )
+
+
+def test_observe_folds_addresses_and_readiness() -> None:
+    n = node(1, m.NodeState.BUILDING)
+    p = start(group(1), [n], [machine(n, address="10.0.0.9")])
+    observe.observe(p)
+    got = p.nodes[n.uuid]
+    assert (got.state, got.address, got.ready_at) == (m.NodeState.ACTIVE, "10.0.0.9", T0)
+    assert p.progress and p.to_ensure == [] and p.to_delete == []
+
+
+def test_a_failed_boot_is_replaced_after_a_growing_delay() -> None:
+    n = node(1, m.NodeState.BUILDING)
+    p = start(group(1), [n], [machine(n, MachineState.ERROR, fault="disk full")])
+    observe.observe(p)
+    assert p.to_delete == [n.uuid] and p.nodes[n.uuid].state is m.NodeState.DELETING
+    assert (p.memory.failures, p.memory.last_fault) == (1, "disk full")
+    scale.scale(p, first_wave=32)
+    assert p.w.inserts == [] and p.waiting_until == T0 + timedelta(seconds=3)
+    status.conclude(ctx(), p)
+    # Looked at again when the wait ends, or sooner while its machine is deleted.
+    assert p.w.status is not None and p.w.status.next_reconcile_at is not None
+    assert T0 < p.w.status.next_reconcile_at <= p.waiting_until
+    assert "disk full" in (p.w.status.status_reason or "")
+    assert p.w.status.memory == p.memory.to_json()
+
+
+def test_after_the_delay_the_group_tries_again() -> None:
+    mem = health.failed(health.GroupMemory(), T0 - timedelta(seconds=10), "disk full", 2)
+    p = start(group(1), [], [], memory=mem)
+    scale.scale(p, first_wave=32)
+    assert len(p.w.inserts) == 1 and p.waiting_until is None
+
+
+def test_a_new_request_forgets_failures_of_the_old_one() -> None:
+    mem = health.failed(health.GroupMemory(), T0, "disk full", 1)  # generation 1
+    p = start(group(1), [], [], memory=mem)  # the group is at generation 2
+    assert p.memory.failures == 0
+
+
+def test_async_no_valid_host_blocks_the_zone_and_places_the_node_elsewhere() -> None:
+    n = node(1, m.NodeState.BUILDING)
+    fault = "No valid host was found. "
+    nvh = machine(n, MachineState.ERROR, fault=fault, fault_kind=BlockedKind.NO_VALID_HOST)
+    p = start(group(1, availability_zones=ZONES), [n], [nvh])
+    observe.observe(p)
+    assert p.memory.failures == 0  # not a broken machine: the zone is full
+    assert health.blocked_zones(p.memory, T0) == ["az-1"]
+    scale.scale(p, first_wave=32)
+    assert [r["availability_zone"] for r in p.w.inserts] == ["az-2"]
+    status.conclude(ctx(), p)
+    assert p.w.status is not None
+    assert (p.w.status.status_reason or "").startswith("BLOCKED: no valid host in az-1")
+
+
+def test_every_zone_blocked_waits_for_the_first_to_open() -> None:
+    mem = health.block_zone(health.GroupMemory(), "az-1", T0 - timedelta(seconds=100))
+    mem = health.block_zone(mem, "az-2", T0)
+    p = start(group(1, availability_zones=ZONES), [], [], memory=mem)
+    scale.scale(p, first_wave=32)
+    assert p.w.inserts == []
+    assert p.waiting_until == T0 + timedelta(seconds=health.ZONE_BLOCK_S - 100)
+    assert any(getattr(e, "kind", None) is BlockedKind.NO_VALID_HOST for e in p.errors)
+
+
+def test_an_unhealthy_node_is_repaired_within_the_limit() -> None:
+    nodes = [node(i) for i in range(3)]
+    machines = [machine(n) for n in nodes[1:]]  # node 0's machine vanished
+    p = start(group(3), nodes, machines)
+    observe.observe(p)
+    assert nodes[0].uuid not in p.nodes  # no machine to delete: the row goes
+    assert p.repairs_stopped is None
+    scale.scale(p, first_wave=32)
+    assert len(p.w.inserts) == 1
+
+
+def test_too_many_unhealthy_nodes_stop_repairs_and_keep_them() -> None:
+    nodes = [node(i) for i in range(3)]
+    broken = [machine(n, MachineState.ERROR, fault="kernel panic") for n in nodes[:2]]
+    p = start(group(3), nodes, [*broken, machine(nodes[2])])
+    observe.observe(p)
+    assert p.repairs_stopped and "2 of 3 node(s) are unhealthy" in p.repairs_stopped
+    assert p.to_delete == []
+    assert all(p.nodes[n.uuid].state is m.NodeState.ERROR for n in nodes[:2])
+    scale.scale(p, first_wave=32)
+    assert p.w.inserts == []  # the kept nodes hold their places
+    status.conclude(ctx(), p)
+    assert p.w.status is not None and p.w.status.status == "CREATE_FAILED"
+    ready = cond.get(p.w.status.conditions, cond.READY)
+    assert ready is not None and ready.reason == cond.MAX_UNHEALTHY
+
+
+def test_named_nodes_go_exactly() -> None:
+    nodes = [node(i) for i in range(3)]
+    nodes[1] = dataclasses.replace(nodes[1], to_delete=True)
+    p = start(group(2), nodes, [machine(n) for n in nodes])
+    observe.observe(p)
+    scale.remove_marked(p)
+    scale.scale(p, first_wave=32)
+    assert p.to_delete == [nodes[1].uuid] and p.w.inserts == []
+
+
+def test_a_big_new_group_starts_with_one_wave() -> None:
+    p = start(group(100, availability_zones=ZONES), [], [])
+    scale.scale(p, first_wave=32)
+    assert len(p.w.inserts) == 32 and p.deferred
+    assert {r["availability_zone"] for r in p.w.inserts} == set(ZONES)
+
+
+def test_the_machine_spec_carries_what_a_real_machine_needs() -> None:
+    g = group(1, provider_options={"flavor_hint": "x"}, boot_volume_size=None)
+    g = dataclasses.replace(g, spec=dataclasses.replace(g.spec, labels={"boot_volume_size": "40"}))
+    p = start(g, [], [])
+    s = spec.machine_spec(p, node(1), "http://shoal:9511")
+    assert (s.keypair, s.networks, s.boot_volume_size) == ("ops", ("net-1",), 40)
+    assert s.placement_group is not None
+    assert s.placement_group.policy is PlacementPolicy.SOFT_ANTI_AFFINITY
+    assert s.placement_group.name == "shoal-g-1"
+    assert s.options == {"flavor_hint": "x"}
+    assert s.user_data is not None and "http://shoal:9511" in s.user_data
+    masters = dataclasses.replace(g, spec=dataclasses.replace(g.spec, role="master"))
+    mp = spec.machine_spec(start(masters, [], []), node(1), "")
+    assert mp.placement_group is not None
+    assert mp.placement_group.policy is PlacementPolicy.ANTI_AFFINITY
+    off = dataclasses.replace(g, spec=dataclasses.replace(g.spec, placement_policy="none"))
+    assert spec.machine_spec(start(off, [], []), node(1), "").placement_group is None
+
+
+def test_validation_asks_the_driver_about_every_zone() -> None:
+    p = start(group(1, availability_zones=ZONES), [], [])
+    seen: list[str | None] = []
+
+    def check(s: Any) -> list[str]:
+        seen.append(s.availability_zone)
+        return ["bad zone"] if s.availability_zone == "az-2" else []
+
+    assert spec.validate(p, check) == ["bad zone"]
+    assert seen == [None, "az-1", "az-2"]
+
+
+def test_a_failed_listing_keeps_everything_and_retries() -> None:
+    p = start(group(1), [node(1)], [])
+    p = Pass.start(p.snap, T0, TransientError("HTTP 503", retry_after=30), "sim")
+    status.listing_failed(ctx(), p)
+    assert p.w.status is not None and p.w.status.next_reconcile_at == T0 + timedelta(seconds=30)
+    assert p.w.inserts == p.w.delete_ids == []
+
+
+def test_the_delete_path_marks_then_removes_the_group() -> None:
+    nodes = [node(1), node(2)]
+    p = start(group(2), nodes, [machine(nodes[0])], cluster_deleting=True)
+    delete.plan(p)
+    assert p.to_delete == [nodes[0].uuid] and nodes[1].id in p.w.delete_ids
+    gone = start(group(2), [], [], cluster_deleting=True)
+    delete.plan(gone)
+    assert gone.path is Path.CONCLUDE and gone.w.delete_group
+
+
+def test_a_reconcile_error_condition_is_cleared_by_a_pass() -> None:
+    g = group(1)
+    err = m.Condition(cond.RECONCILE_ERROR, cond.TRUE, cond.UNEXPECTED_ERROR, "KeyError", T0)
+    p = start(dataclasses.replace(g, conditions=(err,)), [], [])
+    assert cond.get(p.snap.group.conditions, cond.RECONCILE_ERROR) is None
