@@ -27,13 +27,13 @@ from typing import Any
 import yaml
 
 from shoal.settings import (
-    AVAILABLE_DRIVERS,
     DEFAULT_PROVIDER,
     DRIVERS,
     ProviderSettings,
     Settings,
     SettingsError,
     check_bounds,
+    driver_settings,
 )
 
 NAME = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
@@ -108,10 +108,11 @@ def _check_driver(driver: Any, where: str) -> None:
         raise SettingsError(
             f"{where}={driver!r} is not a known driver (drivers: {', '.join(DRIVERS)})"
         )
-    if driver not in AVAILABLE_DRIVERS:
+    available = driver_settings()
+    if driver not in available:
         raise SettingsError(
             f"{where}={driver!r}: that driver is not available in this version of shoal "
-            f"(available: {', '.join(AVAILABLE_DRIVERS)})"
+            f"(available: {', '.join(available)})"
         )
 
 
@@ -131,7 +132,9 @@ def _provider(settings: Settings, entry: Any, where: str) -> ProviderSettings:
         )
     driver = entry.get("driver")
     _check_driver(driver, f"{where}.driver")
-    options = _typed(settings.sim, entry.get("settings") or {}, f"{where}.settings")
+    # The sim's defaults are the SHOAL_SIM_* variables; other drivers start from theirs.
+    base = settings.sim if driver == "sim" else driver_settings()[str(driver)]()
+    options = _typed(base, entry.get("settings") or {}, f"{where}.settings")
     limits = {k: entry[k] for k in PROVIDER_KEYS[3:] if entry.get(k) is not None}
     p: ProviderSettings = _typed(
         ProviderSettings(name=name, driver=str(driver), options=options), limits, where
