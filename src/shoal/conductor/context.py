@@ -26,6 +26,7 @@ from shoal.drivers.registry import Providers
 from shoal.settings import ConductorSettings
 
 T = TypeVar("T")
+GROUP_PROVIDERS_MAX = 100_000
 
 
 @dataclass
@@ -80,6 +81,9 @@ class Context:
     now: Callable[[], datetime]
     holder: str  # this process's lease holder name; every pass's write is fenced by it
     api_url: str = "http://127.0.0.1:9511"  # shoal's API, as nodes are told to reach it
+    # The provider of each node group seen (fixed at its creation, so never stale):
+    # a pass needs it before it lists, and a read per pass costs more than the pass.
+    group_providers: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def build(
@@ -116,6 +120,20 @@ class Context:
             holder=holder,
             api_url=api_url,
         )
+
+    def providers_of(
+        self, uuids: list[str], read: Callable[[list[str]], dict[str, str | None]]
+    ) -> dict[str, str]:
+        """The provider of each group of `uuids` that exists, by name (the default one
+        for a group that names none); `read` looks up those not remembered yet."""
+        known = self.group_providers
+        missing = [u for u in uuids if u not in known]
+        if missing:
+            if len(known) > GROUP_PROVIDERS_MAX:
+                known.clear()  # bounded; refilled on demand
+            for u, name in read(missing).items():
+                known[u] = name or self.default_provider
+        return {u: known[u] for u in uuids if u in known}
 
     def provider(self, name: str | None) -> Provider | None:
         """The provider `name` (None: the default one); None when it is not configured."""

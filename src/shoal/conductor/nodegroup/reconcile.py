@@ -28,8 +28,7 @@ from shoal.drivers.contract import TAG_NODEGROUP, Machine, TransientError
 def reconcile_batch(ctx: Context, uuids: list[str]) -> None:
     """One pass over node groups `uuids` (the caller holds their leases)."""
     now = ctx.now()
-    found = snapshots.providers_of(ctx.db, uuids)
-    providers = {u: found[u] or ctx.default_provider for u in uuids if u in found}
+    providers = ctx.providers_of(uuids, lambda us: snapshots.providers_of(ctx.db, us))
     # Listed on this worker's thread, not the driver pool's: a listing does not take
     # a create's place among the driver's `driver_concurrency` calls.
     listed = {u: _listing(ctx, providers[u], u) for u in providers}
