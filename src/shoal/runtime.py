@@ -4,10 +4,17 @@ tests) call `build_runtime`; nothing else constructs engines or drivers."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+import os
+import socket
+import threading
+from dataclasses import dataclass, field
 from typing import Any
 
-from shoal.settings import Settings
+from shoal.settings import Settings, SettingsError
+
+log = logging.getLogger(__name__)
+PRESENCE_SECONDS = 5.0  # how often a process without a conductor says it is alive
 
 
 @dataclass
@@ -18,6 +25,8 @@ class Runtime:
     db: Any  # shoal.db.engine.Database
     providers: Any  # shoal.drivers.registry.Providers
     conductor: Any | None = None  # shoal.conductor.loop.Conductor when running
+    _presence: threading.Event = field(default_factory=threading.Event)
+    _presence_thread: threading.Thread | None = None
 
     @property
     def sim(self) -> Any | None:
@@ -25,14 +34,52 @@ class Runtime:
         return self.providers.sim_world()
 
     def start(self) -> None:
+        """Start the conductor; a process without one reports that it is alive (in
+        the process registry), so that `shoal db migrate` knows it runs."""
         if self.conductor is not None:
             self.conductor.start()
+        elif self._presence_thread is None:
+            self._presence.clear()
+            self._presence_thread = threading.Thread(
+                target=self._report, name="presence", daemon=True
+            )
+            self._presence_thread.start()
 
     def close(self) -> None:
         if self.conductor is not None:
             self.conductor.stop()
+        if self._presence_thread is not None:
+            self._presence.set()
+            self._presence_thread.join(timeout=10)
+            self._presence_thread = None
+            self._gone()
         self.providers.close()
         self.db.close()
+
+    @property
+    def host(self) -> str:
+        return f"{socket.gethostname()}:{os.getpid()}"
+
+    def _report(self) -> None:
+        from shoal.db import registry
+        from shoal.db.types import utcnow
+
+        while True:
+            try:
+                with self.db.core_write() as s:
+                    registry.report_alive(s, self.host, utcnow(), registry.API)
+            except Exception:  # the database is away: say so, try again next period
+                log.warning("could not report this process alive", exc_info=True)
+            if self._presence.wait(PRESENCE_SECONDS):
+                return
+
+    def _gone(self) -> None:
+        from shoal.db import registry
+
+        try:
+            registry.report_gone(self.db, self.host, registry.API)
+        except Exception:  # it will look dead once its last report is old
+            log.warning("could not report this process gone", exc_info=True)
 
 
 def build_runtime(settings: Settings, *, with_conductor: bool | None = None) -> Runtime:
@@ -42,7 +89,7 @@ def build_runtime(settings: Settings, *, with_conductor: bool | None = None) -> 
     `with_conductor` defaults to `settings.conductor`. The conductor is built
     but not started; `Runtime.start()` starts it.
     """
-    from shoal.db import migrations
+    from shoal.db import deployment_state, migrations
     from shoal.db.engine import Database
     from shoal.drivers import registry
 
@@ -50,6 +97,13 @@ def build_runtime(settings: Settings, *, with_conductor: bool | None = None) -> 
         settings.data_dir.mkdir(parents=True, exist_ok=True)
     db = Database(settings.db_url)
     migrations.upgrade(db)
+    unfinished = deployment_state.unfinished_copy(db)
+    if unfinished is not None:  # half the rows: serving it would replace the machines
+        db.close()
+        raise SettingsError(
+            f"this database is an unfinished copy ({unfinished}); run the same "
+            "`shoal db migrate --to ...` again to finish it, then start shoal"
+        )
     try:
         providers = registry.build(settings)
     except BaseException:

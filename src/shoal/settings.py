@@ -81,6 +81,19 @@ class ConductorSettings:
     requeue_seconds: float = _opt(2.0, "re-check period of a resource still in progress", lo=0.01)
     backoff_max_seconds: float = _opt(60.0, "upper bound of retry backoff", lo=0.1)
     sweep_seconds: float = _opt(60.0, "period of the orphan sweeper", lo=1)
+    sweep_grace_seconds: float = _opt(
+        300.0, "a machine whose node group is gone is deleted only once seen so this long", lo=0
+    )
+    sweep_breaker_share: float = _opt(
+        0.2,
+        "the sweeper stops, deleting nothing, when it would delete more than this share of a "
+        "provider's machines (and more than sweep_breaker_min)",
+        lo=0,
+        hi=1,
+    )
+    sweep_breaker_min: int = _opt(
+        10, "the sweeper's breaker never trips for this many machines or fewer", lo=0
+    )
     provider_check_seconds: float = _opt(
         60.0, "how often each provider is looked at (reachable, zones, flavors, images)", lo=1
     )

@@ -366,15 +366,16 @@ def test_permanent_error_fails_at_once_with_the_reason(lite: Env) -> None:
     assert env.servers(cid) == [n.uuid for n in env.nodes(cid, "m")]
 
 
-def test_sweeper_deletes_machines_no_row_owns_and_leases_exclude(lite: Env) -> None:
+def test_sweeper_deletes_machines_of_gone_groups_after_a_grace_and_leases_exclude(
+    lite: Env,
+) -> None:
     env = lite
     spec = MachineSpec("4d1c0c1e-0000-4000-8000-000000000001", "ghost", "p1", "gone-cluster",
                        "gone-ng", "worker", "m1.small", "fedora-coreos-40")  # fmt: skip
     SimDriver(env.world).ensure_machine(spec)
     cid = env.create("sw", [MASTER, WORKER])
     env.step_until(env.complete(cid))
-    assert env.conductor.sweep() == 1
-    assert sorted(s.machine_id for s in env.world.servers(state="ACTIVE")) == env.servers(cid)
+    assert env.conductor.sweep() == 0  # seen now: deleted only after the grace period
     # A second conductor cannot claim what the first holds.
     other = Conductor(env.db, Providers.of({"sim": SimDriver(env.world)}), FAST_CONDUCTOR)
     env.resize(cid, "w", 3)
@@ -383,6 +384,9 @@ def test_sweeper_deletes_machines_no_row_owns_and_leases_exclude(lite: Env) -> N
     theirs = queue.claim_due(env.db, queue.NODEGROUP, other.holder, now, 30, 10)
     assert len(mine) == 1 and theirs == []
     other.stop()
+    env.skew[0] += timedelta(seconds=FAST_CONDUCTOR.sweep_grace_seconds + 1)
+    assert env.conductor.sweep() == 1
+    assert spec.machine_id not in {s.machine_id for s in env.world.servers(state="ACTIVE")}
 
 
 def test_a_repair_long_after_the_create_gets_its_own_timeout(lite: Env) -> None:

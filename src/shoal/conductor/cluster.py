@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from shoal.conductor import journal
 from shoal.conductor.context import Context
 from shoal.db import outcomes, snapshots
 from shoal.domain import conditions as cond
@@ -51,6 +52,8 @@ def reconcile_batch(ctx: Context, uuids: list[str]) -> None:
             _finish(ctx, p)
         passes.append(p)
     outcomes.apply_clusters(ctx.db, [(p.snap, p.w) for p in passes], now, holder=ctx.holder)
+    for p in passes:
+        journal.events(p.snap.cluster.uuid, p.w.events)
 
 
 def api_address(p: Pass) -> None:

@@ -30,6 +30,7 @@ class Housekeeping:
         self.host = host
         self.wake = wake
         self.last_sweep = 0.0
+        self.sweeper = sweeper.Sweeper(ctx)
         self.last_check = float("-inf")
 
     @property
@@ -58,11 +59,7 @@ class Housekeeping:
     def sweep(self) -> int:
         """Delete orphaned machines now; the number deleted."""
         self.last_sweep = time.monotonic()
-        try:
-            return sweeper.sweep(self.ctx)
-        except DriverError as exc:
-            log.warning("sweeper: %s", exc.reason)
-            return 0
+        return self.sweeper.sweep()  # a provider it cannot list is skipped and said so
 
     def run(self, stop: threading.Event) -> None:
         """Heartbeat every period (the first at once: peers, and this process's own

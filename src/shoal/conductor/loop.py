@@ -31,7 +31,7 @@ from shoal.conductor.claims import Claims
 from shoal.conductor.context import Context
 from shoal.conductor.housekeeping import Housekeeping, heartbeat_period
 from shoal.conductor.kinds import KINDS, Batch, WorkKind
-from shoal.db import leases, notify, queue
+from shoal.db import leases, notify, queue, registry
 from shoal.db.engine import Database
 from shoal.db.types import utcnow
 from shoal.drivers.registry import Providers
@@ -154,6 +154,10 @@ class Conductor:
             t.join(timeout=30)
         self._threads.clear()
         self.claims.release_queued()  # claimed but never started: free them for others now
+        try:
+            registry.report_gone(self.ctx.db, self.host)  # no longer a live conductor
+        except Exception:  # it will look dead once its last report is old
+            log.warning("could not report this conductor gone", exc_info=True)
         if self.listener is not None:
             self.listener.stop()
         self.ctx.pool.shutdown(wait=True, cancel_futures=True)

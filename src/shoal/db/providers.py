@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from shoal.db.engine import Database, dialect_of, upsert
 from shoal.db.tables import ProviderRow, table_of
@@ -26,6 +26,7 @@ class Check:
     facts: Mapping[str, Any]  # zones, flavors, images, features
     checked_at: datetime
     checked_by: str
+    sweeper: str | None = None  # why the sweeper stopped deleting its machines, if it did
 
 
 def record(db: Database, check: Check) -> None:
@@ -45,11 +46,20 @@ def record(db: Database, check: Check) -> None:
         s.execute(ins.on_conflict_do_update(index_elements=[ProviderRow.name], set_=update))
 
 
+def record_sweep(db: Database, name: str, halted: str | None) -> None:
+    """The sweeper's state for provider `name`: why it stopped deleting, or None."""
+    t = table_of(ProviderRow)
+    with db.core_write() as s:
+        s.execute(update(t).where(t.c.name == name).values(sweeper=halted))
+
+
 def latest(db: Database) -> dict[str, Check]:
     """Every provider's last check, by name."""
     with db.core_read() as s:
         rows = s.execute(select(*table_of(ProviderRow).c)).all()
     return {
-        r.name: Check(r.name, r.driver, r.reachable, r.reason, r.facts, r.checked_at, r.checked_by)
+        r.name: Check(
+            r.name, r.driver, r.reachable, r.reason, r.facts, r.checked_at, r.checked_by, r.sweeper
+        )
         for r in rows
     }

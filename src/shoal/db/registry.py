@@ -1,23 +1,26 @@
-"""The conductor registry: one `conductors` row per running conductor process, as
-Magnum's `mservices` lists them, refreshed by each conductor's heartbeat."""
+"""The process registry: one `conductors` row per running shoal process, refreshed by
+its heartbeat. Conductors (`binary` shoal-conductor) are what Magnum's `mservices`
+lists and what share the work; API servers report too (shoal-api), so that
+`shoal db migrate` can refuse while any shoal process is alive."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 from shoal.db.engine import Database, Executor, dialect_of, upsert
 from shoal.db.tables import ConductorRow, table_of
 
 BINARY = "shoal-conductor"
+API = "shoal-api"
 
 
-def report_alive(session: Executor, host: str, now: datetime) -> None:
-    """Register or refresh this conductor in `conductors` (report_count += 1)."""
+def report_alive(session: Executor, host: str, now: datetime, binary: str = BINARY) -> None:
+    """Register or refresh this process in `conductors` (report_count += 1)."""
     ins = upsert(dialect_of(session), table_of(ConductorRow)).values(
         host=host,
-        binary=BINARY,
+        binary=binary,
         report_count=1,
         disabled=False,
         last_seen_up=now,
@@ -34,12 +37,37 @@ def report_alive(session: Executor, host: str, now: datetime) -> None:
     session.execute(stmt)
 
 
+def report_gone(db: Database, host: str, binary: str = BINARY) -> None:
+    """A process that stops cleanly says so: it no longer counts as alive."""
+    with db.core_write() as s:
+        s.execute(
+            update(ConductorRow)
+            .where(ConductorRow.host == host, ConductorRow.binary == binary)
+            .values(last_seen_up=None)
+        )
+
+
 def live_conductors(db: Database, alive_since: datetime) -> int:
     """Conductors that reported since `alive_since` and are not disabled."""
     with db.core_read() as s:
         n = s.scalar(
             select(func.count())
             .select_from(ConductorRow)
-            .where(ConductorRow.last_seen_up >= alive_since, ConductorRow.disabled.is_(False))
+            .where(
+                ConductorRow.binary == BINARY,
+                ConductorRow.last_seen_up >= alive_since,
+                ConductorRow.disabled.is_(False),
+            )
         )
     return int(n or 0)
+
+
+def live_processes(db: Database, alive_since: datetime) -> list[tuple[str, str, datetime]]:
+    """Every shoal process (host, binary, last report) that reported since `alive_since`."""
+    with db.core_read() as s:
+        rows = s.execute(
+            select(ConductorRow.host, ConductorRow.binary, ConductorRow.last_seen_up).where(
+                ConductorRow.last_seen_up >= alive_since
+            )
+        ).all()
+    return [(h, b, t) for h, b, t in rows if t is not None]

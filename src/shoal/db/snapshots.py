@@ -188,13 +188,12 @@ def taken_names(db: Database, cluster_uuid: str, names: Collection[str]) -> set[
     return found
 
 
-def existing_node_uuids(db: Database, uuids: Collection[str]) -> set[str]:
-    """Which of `uuids` have a node row (chunked IN queries)."""
+def existing_groups(db: Database, uuids: Collection[str]) -> set[str]:
+    """Which of `uuids` are node groups in the database (chunked IN queries)."""
     found: set[str] = set()
     ids = list(uuids)
     with db.core_read() as s:
         for i in range(0, len(ids), CHUNK):
-            found.update(
-                s.scalars(select(NodeRow.uuid).where(NodeRow.uuid.in_(ids[i : i + CHUNK])))
-            )
+            chunk = ids[i : i + CHUNK]
+            found.update(s.scalars(select(_NG.c.uuid).where(_NG.c.uuid.in_(chunk))))
     return found

@@ -232,6 +232,18 @@ class ProviderRow(Base):
     facts: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
     checked_at: Mapped[datetime] = mapped_column(UTCDateTime())
     checked_by: Mapped[str] = mapped_column(NAME)
+    # Why the sweeper stopped deleting this provider's machines (its breaker), if it did.
+    sweeper: Mapped[str | None] = mapped_column(Text)
+
+
+class DeploymentStateRow(Base):
+    """Facts about this database itself, by key: `copy` while `shoal db migrate` is
+    filling it (serve and conductor refuse such a database)."""
+
+    __tablename__ = "deployment_state"
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
 
 def table_of(row_cls: type[Base]) -> Table:

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import func, select
 
-from shoal.db import events
+from shoal.db import events, registry
 from shoal.db.engine import Database
 from shoal.db.repo import clusters, nodegroups, nodes, quotas
 from shoal.db.repo.paging import Page
@@ -60,7 +60,13 @@ def mservices(db: Database, heartbeat_s: float = HEARTBEAT_SECONDS) -> list[Serv
     """Conductor rows; `up` when seen within three heartbeats."""
     now = utcnow()
     with db.read() as s:
-        rows = list(s.scalars(select(ConductorRow).order_by(ConductorRow.id)))
+        rows = list(
+            s.scalars(
+                select(ConductorRow)
+                .where(ConductorRow.binary == registry.BINARY)
+                .order_by(ConductorRow.id)
+            )
+        )
     return [ServiceInfo(r, _state(r.last_seen_up, now, heartbeat_s)) for r in rows]
 
 

@@ -38,6 +38,7 @@ class ProviderView:
     checked_at: datetime | None
     checked_by: str | None
     nodegroups: int
+    sweeper: str | None = None  # why the sweeper stopped deleting its machines, if it did
 
 
 def list_all(db: Database, configured: Sequence[Configured]) -> list[ProviderView]:
@@ -60,6 +61,7 @@ def list_all(db: Database, configured: Sequence[Configured]) -> list[ProviderVie
                 checked_at=seen.checked_at if seen else None,
                 checked_by=seen.checked_by if seen else None,
                 nodegroups=used.get(c.name, 0),
+                sweeper=seen.sweeper if seen else None,
             )
         )
     return out

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 from itertools import zip_longest
 from typing import Any
 
 from sqlalchemy import MetaData, Table, func, inspect, select, text
 
-from shoal.db import migrations
+from shoal.db import deployment_state, migrations, registry
 from shoal.db.engine import Database
 from shoal.db.tables import Base, LeaseRow
 from shoal.db.types import utcnow
@@ -36,9 +37,16 @@ class TransferReport:
         return sum(self.rows.values())
 
 
+# Facts about a database itself, not the deployment's: never copied.
+_NOT_COPIED = frozenset({"deployment_state"})
+# A shoal process that reported this recently may still be running.
+ALIVE_WINDOW = timedelta(seconds=60)
+
+
 def _tables(sim: MetaData | None = None) -> list[Table]:
     """Every table to move, parents before children (the sim world's after shoal's)."""
-    return [*Base.metadata.sorted_tables, *(sim.sorted_tables if sim is not None else ())]
+    ours = [t for t in Base.metadata.sorted_tables if t.name not in _NOT_COPIED]
+    return [*ours, *(sim.sorted_tables if sim is not None else ())]
 
 
 def _existing(db: Database) -> set[str]:
@@ -53,18 +61,56 @@ def _rows(db: Database, table: Table) -> Iterator[Any]:
 
 
 def _check_source_idle(source: Database) -> None:
+    """Refuse while a shoal process may still write to the source: one that reported
+    alive in the last minute (every `shoal serve` and `shoal conductor` does, and
+    says when it stops), or holds a lease."""
+    now = utcnow()
+    alive = registry.live_processes(source, now - ALIVE_WINDOW)
+    if alive:
+        host, binary, seen = alive[0]
+        raise Conflict(
+            f"a shoal process still runs on the source ({binary} on {host}, last seen "
+            f"{seen:%H:%M:%S} UTC; {len(alive)} in all); stop every shoal process (or wait "
+            f"{int(ALIVE_WINDOW.total_seconds())} s after one was killed), then migrate"
+        )
     with source.read() as s:
-        held = s.scalars(select(LeaseRow).where(LeaseRow.expires_at > utcnow())).first()
+        held = s.scalars(select(LeaseRow).where(LeaseRow.expires_at > now)).first()
     if held is not None:
         raise Conflict(
             f"a conductor still works on the source ({held.holder} holds {held.resource} "
             f"until {held.expires_at:%H:%M:%S} UTC); stop every shoal process, then migrate"
         )
+    note = deployment_state.unfinished_copy(source)
+    if note is not None:
+        raise Conflict(f"the source itself is an unfinished copy ({note}); finish that first")
+
+
+def _mark_target(target: Database, note: str) -> bool:
+    """Mark the target as a copy under way, before anything else is written to it (a
+    process started on it refuses until the end). True when an earlier run of this
+    command left it unfinished (it is emptied below: the copy starts again)."""
+    unfinished = deployment_state.unfinished_copy(target) is not None
+    if not unfinished and _existing(target) - {"deployment_state"}:
+        _check_target_empty(target, None)  # shoal's tables, if any, must be empty
+    with target.engine.begin() as conn:
+        deployment_state.mark_copy(conn, note, utcnow())
+    return unfinished
+
+
+def _empty_target(target: Database, sim: MetaData | None, unfinished: bool) -> None:
+    """An unfinished copy is emptied; any other target must be empty already."""
+    if not unfinished:
+        _check_target_empty(target, sim)
+        return
+    with target.engine.begin() as conn:
+        for table in reversed(_tables(sim)):
+            conn.execute(table.delete())
 
 
 def _check_target_empty(target: Database, sim: MetaData | None) -> None:
+    present = _existing(target)
     with target.engine.connect() as conn:
-        for table in _tables(sim):
+        for table in (t for t in _tables(sim) if t.name in present):
             if conn.execute(select(func.count()).select_from(table)).scalar_one():
                 raise Conflict(
                     f"the target already holds data (table {table.name}); "
@@ -108,10 +154,12 @@ def copy_database(
     try:
         migrations.upgrade(source)
         _check_source_idle(source)
+        note = f"started {utcnow():%Y-%m-%d %H:%M:%S} UTC by shoal db migrate"
+        unfinished = _mark_target(target, note)
         migrations.upgrade(target)
         if sim_metadata is not None:
             sim_metadata.create_all(target.engine)
-        _check_target_empty(target, sim_metadata)
+        _empty_target(target, sim_metadata, unfinished)
         present = {id(source): _existing(source), id(sim_source): _existing(sim_source)}
         moved: list[tuple[Table, Database]] = []
         report = TransferReport()
@@ -136,6 +184,8 @@ def copy_database(
             progress(f"copied {n:>7} rows of {table.name}")
         _reset_sequences(target, sim_metadata)
         verify(moved, target, progress)
+        with target.engine.begin() as conn:
+            deployment_state.clear_copy(conn)  # complete and verified: it may be served
         return report
     finally:
         if sim_source is not source:

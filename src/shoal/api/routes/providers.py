@@ -37,6 +37,7 @@ def _view(request: Request, v: ProviderView) -> dict[str, Any]:
         "images": facts.get("images", []),
         "features": facts.get("features", []),
         "nodegroups": v.nodegroups,
+        "sweeper": v.sweeper,
         "links": deps.links(request, f"providers/{v.name}"),
     }
 

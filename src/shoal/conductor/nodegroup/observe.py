@@ -41,15 +41,45 @@ def observe(p: Pass) -> None:
             continue
         fold(p, node, m)
     owned = set(p.nodes)
-    for mid, m in p.machines.items():
-        if mid not in owned and m.state is not MachineState.DELETING:
-            p.to_delete.append(m.machine_id)  # tagged for this group, no row: an orphan
+    for uid, m in p.machines.items():
+        if uid in owned or m.state is MachineState.DELETING:
+            continue
+        if m.state is MachineState.ERROR:
+            p.to_delete.append(m.machine_id)  # broken and nobody's: nothing worth keeping
+        else:
+            adopt(p, uid, m)
     ready = sum(1 for n in p.nodes.values() if n.state is NodeState.ACTIVE)
     if ready > ready_before:
         p.memory = health.recovered(p.memory)
     if p.failed_boots:
         p.memory = health.failed(p.memory, p.now, p.failed_boots[-1], p.snap.group.generation)
     repair(p)
+
+
+def adopt(p: Pass, uid: str, m: Machine) -> None:
+    """A machine tagged for this group whose row is missing (a restored backup, a
+    database copied half-way) becomes a node of the group again instead of being
+    deleted and made anew; scaling then removes only what the group does not want."""
+    g = p.snap.group
+    # The same columns as any new node's row (one bulk insert); the next pass folds
+    # in its state, address and readiness like any other node's.
+    row = {
+        "uuid": uid, "name": m.name, "cluster_uuid": g.cluster_id, "nodegroup_uuid": g.uuid,
+        "project_id": g.project_id, "state": NodeState.BUILDING.value,
+        "availability_zone": m.availability_zone, "to_delete": False, "created_at": p.now,
+        "image_id": m.image_id, "flavor_id": m.flavor_id,
+    }  # fmt: skip
+    p.w.inserts.append(row)
+    p.nodes[uid] = Node(0, uid, m.name, g.cluster_id, g.uuid, g.project_id,
+                        NodeState.BUILDING, m.availability_zone, created_at=p.now)  # fmt: skip
+    p.progress = True
+    p.event(
+        "MachineAdopted",
+        f"machine {m.name} carries this group's tags but had no row (a restored or copied "
+        "database?): adopted, not replaced",
+        warning=True,
+        node=uid,
+    )
 
 
 def fold(p: Pass, node: Node, m: Machine) -> None:

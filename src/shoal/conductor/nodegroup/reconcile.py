@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime
 
+from shoal.conductor import journal
 from shoal.conductor.context import Context
 from shoal.conductor.nodegroup import act, delete, observe, scale, spec, status
 from shoal.conductor.nodegroup.state import Pass, Path
@@ -49,6 +50,7 @@ def reconcile_batch(ctx: Context, uuids: list[str]) -> None:
         else:
             status.conclude(ctx, p)
     outcomes.apply_groups(ctx.db, [(p.snap, p.w) for p in passes], now, holder=ctx.holder)
+    _journal(passes)
 
 
 def plan(ctx: Context, p: Pass) -> None:
@@ -75,6 +77,18 @@ def plan(ctx: Context, p: Pass) -> None:
         scale.remove_marked(p)
         scale.scale(p, first_wave=max(queue.BATCH_NODES, ctx.settings.driver_concurrency))
     p.flush_updates()
+    journal.decided(
+        g.cluster_id,
+        g.uuid,
+        f"node group {g.name}: {p.path.value}; {len(p.to_ensure)} to create, "
+        f"{len(p.to_delete)} to delete, {len(p.w.inserts)} new row(s)",
+    )
+
+
+def _journal(passes: list[Pass]) -> None:
+    """Log the events just committed (the state changes of each pass)."""
+    for p in passes:
+        journal.events(p.snap.group.cluster_id, p.w.events)
 
 
 def commit_intent(ctx: Context, passes: list[Pass], now: datetime) -> None:
@@ -84,6 +98,7 @@ def commit_intent(ctx: Context, passes: list[Pass], now: datetime) -> None:
     if not intents:
         return
     ids = outcomes.apply_groups(ctx.db, intents, now, holder=ctx.holder)
+    _journal(passes)
     for p in passes:
         for uid in p.nodes.keys() & ids.keys():
             p.nodes[uid] = replace(p.nodes[uid], id=ids[uid])
