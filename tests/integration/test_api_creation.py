@@ -53,7 +53,7 @@ def test_heterogeneous_groups_in_request(api: Api) -> None:
     assert g["cp"]["availability_zones"] == ["az-1", "az-2", "az-3"]
     assert g["gpu"]["node_taints"] == [{"key": "gpu", "value": "true", "effect": "NoSchedule"}]
     assert g["ssd"]["image_id"] == "ubuntu-24.04" and g["gpu"]["image_id"] == "fedora-coreos-40"
-    assert g["ssd"]["rollout"] == {"max_surge": 0, "max_unavailable": 1}
+    assert g["ssd"]["rollout"] == {"max_surge": 0, "max_unavailable": 1, "progress_deadline_s": 600}
     assert (g["ssd"]["min_node_count"], g["ssd"]["max_node_count"]) == (1, 5)
     assert g["ssd"]["deletion_policy"] == "oldest"
 
@@ -180,7 +180,11 @@ def test_ngt_standalone_and_from_nodegroup(api: Api) -> None:
     assert ng3["flavor_id"] == "s1.large" and ng3["source_id"] == ng["uuid"]
     standalone = api.ok("POST", "/nodegrouptemplates", 201, json={
         "name": "std", "role": "worker", "flavor_id": "m1.small", "node_count": 1})  # fmt: skip
-    assert standalone["rollout"] == {"max_surge": 1, "max_unavailable": 0}
+    assert standalone["rollout"] == {
+        "max_surge": 1,
+        "max_unavailable": 0,
+        "progress_deadline_s": 600,
+    }
     listed = api.ok("GET", "/nodegrouptemplates")["nodegrouptemplates"]
     assert {n["name"] for n in listed} >= {"std"}
 

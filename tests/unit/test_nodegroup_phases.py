@@ -9,11 +9,11 @@ from typing import Any
 
 from shoal.conductor.backoff import Backoff
 from shoal.conductor.context import Context
-from shoal.conductor.nodegroup import delete, observe, scale, spec, status
+from shoal.conductor.nodegroup import delete, observe, rollout, scale, spec, status
 from shoal.conductor.nodegroup.state import Pass, Path
-from shoal.db.snapshots import GroupSnapshot
+from shoal.db.snapshots import GroupSnapshot, Sibling
 from shoal.domain import conditions as cond
-from shoal.domain import health
+from shoal.domain import health, revision
 from shoal.domain import model as m
 from shoal.drivers.contract import (
     TAG_NODE,
@@ -234,3 +234,54 @@ def test_a_reconcile_error_condition_is_cleared_by_a_pass() -> None:
     err = m.Condition(cond.RECONCILE_ERROR, cond.TRUE, cond.UNEXPECTED_ERROR, "KeyError", T0)
     p = start(dataclasses.replace(g, conditions=(err,)), [], [])
     assert cond.get(p.snap.group.conditions, cond.RECONCILE_ERROR) is None
+
+
+def _old(i: int) -> m.Node:
+    return node(i, image_id="old-img", flavor_id="m1.small")
+
+
+def test_a_rollout_adds_on_the_new_revision_before_retiring_old_nodes() -> None:
+    nodes = [_old(i) for i in range(3)]
+    p = start(group(3), nodes, [machine(n) for n in nodes])
+    observe.observe(p)
+    assert rollout.roll(p, lambda: [])  # a master-less cluster: nothing to wait for
+    assert p.behind == 3 and p.rollout == "rolling"
+    target = revision.of_group(p.snap.group.spec, p.snap.cluster_attrs)
+    assert [r["revision"] for r in p.w.inserts] == [target]  # surge 1
+    assert p.to_delete == []  # unavailable 0: no old node goes before a new one is ready
+    status.conclude(ctx(), p)
+    assert p.w.status is not None and p.w.status.status == "CREATE_IN_PROGRESS"
+    up = cond.get(p.w.status.conditions, cond.UP_TO_DATE)
+    assert up is not None and up.reason == cond.ROLLING_OUT
+
+
+def test_workers_wait_for_the_masters() -> None:
+    nodes = [_old(i) for i in range(2)]
+    p = start(group(2), nodes, [machine(n) for n in nodes])
+    observe.observe(p)
+    behind = Sibling("g-m", "master", (), False, "UPDATE_IN_PROGRESS", False)
+    assert rollout.roll(p, lambda: [behind])
+    assert p.rollout == "waiting" and p.w.inserts == [] and p.to_delete == []
+
+
+def test_a_new_node_late_past_the_deadline_stops_the_rollout() -> None:
+    late = T0 - timedelta(seconds=601)
+    new = node(9, m.NodeState.BUILDING, image_id="img", flavor_id="m1.small", created_at=late)
+    nodes = [_old(0), _old(1), new]
+    p = start(
+        group(2), nodes, [machine(n) for n in nodes[:2]] + [machine(new, MachineState.BUILDING)]
+    )
+    observe.observe(p)
+    assert rollout.roll(p, lambda: [])
+    assert p.rollout == "stalled" and p.memory.stalled and "not ready 600 s" in p.memory.stalled
+    assert p.to_delete == [] and p.w.inserts == []
+    status.conclude(ctx(), p)
+    assert p.w.status is not None and p.w.status.status == "CREATE_FAILED"
+
+
+def test_a_paused_rollout_moves_nothing() -> None:
+    nodes = [_old(i) for i in range(2)]
+    p = start(group(2, rollout_hold="paused"), nodes, [machine(n) for n in nodes])
+    observe.observe(p)
+    assert rollout.roll(p, lambda: [])
+    assert p.rollout == "paused" and p.w.inserts == [] and p.to_delete == []

@@ -132,7 +132,7 @@ def attributes(limits: v.Limits) -> dict[str, Schema]:
         "min_node_count": _int(0, per_group),
         "max_node_count": _int(0, per_group),
         "deletion_policy": _enum(*specs.DELETION_POLICIES),
-        "rollout": _policy("max_surge", "max_unavailable"),
+        "rollout": _policy("max_surge", "max_unavailable", "progress_deadline_s"),
         "health_policy": _policy(
             "startup_timeout_s",
             "unhealthy_timeout_s",
@@ -227,6 +227,7 @@ def components(limits: v.Limits) -> dict[str, Schema]:
             {"cluster_template": ident, "max_batch_size": _int(1), "nodegroup": ident},
             ("cluster_template",),
         ),
+        "RolloutHold": _object({"nodegroup": ident}),
         "CertificateSign": _object(
             {
                 "cluster_uuid": ident,

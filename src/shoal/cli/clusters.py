@@ -225,6 +225,34 @@ def upgrade(
     _finish(client, uuid, fmt, column, wait_)
 
 
+def _hold(action: str) -> None:
+    def command(
+        ctx: typer.Context,
+        cluster: ClusterArg,
+        nodegroup: Annotated[
+            str | None, typer.Option("--nodegroup", "-g", help="only this node group")
+        ] = None,
+    ) -> None:
+        client = connect(ctx)
+        client.post(
+            f"/clusters/{cluster}/actions/{action}", args.drop_none({"nodegroup": nodegroup})
+        )
+        typer.echo(f"{action}: requested for cluster {cluster}", err=True)
+
+    command.__doc__ = {
+        "pause": "Pause the rollout of a cluster (or of one node group): nothing is replaced "
+        "until resume.\n\nExample: shoal cluster pause demo",
+        "resume": "Resume a paused or aborted rollout.\n\nExample: shoal cluster resume demo",
+        "abort": "Abort a rollout where it stands (the group stays usable; an upgrade to "
+        "the previous template rolls back).\n\nExample: shoal cluster abort demo -g gpu",
+    }[action]
+    app.command(action)(command)
+
+
+for _action in ("pause", "resume", "abort"):
+    _hold(_action)
+
+
 @app.command("watch")
 def watch(
     ctx: typer.Context,

@@ -25,8 +25,11 @@ def ngt_spec_to_json(spec: m.NodeGroupSpec) -> dict[str, Any]:
 
 
 def ng_spec_to_json(spec: m.NodeGroupSpec) -> dict[str, Any]:
-    """The JSON part of a node group's spec (its counts and provider are columns)."""
-    return {k: v for k, v in ngt_spec_to_json(spec).items() if k not in _COLUMNS}
+    """The JSON part of a node group's spec (its counts and provider are columns), with
+    what only a running group has (a rollout held by request)."""
+    out = {k: v for k, v in ngt_spec_to_json(spec).items() if k not in _COLUMNS}
+    out["rollout_hold"] = spec.rollout_hold
+    return out
 
 
 def ng_spec_from_json(
@@ -64,6 +67,7 @@ def ng_spec_from_json(
         placement_policy=data.get("placement_policy"),
         boot_volume_size=data.get("boot_volume_size"),
         provider_options=dict(data.get("provider_options") or {}),
+        rollout_hold=data.get("rollout_hold"),
     )
 
 
@@ -195,6 +199,7 @@ def node_from_row(row: t.NodeRow | CoreRow) -> m.Node:
         created_at=row.created_at,
         ready_at=row.ready_at,
         updated_at=row.updated_at,
+        revision=row.revision,
     )
 
 

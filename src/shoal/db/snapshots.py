@@ -164,6 +164,48 @@ def _load_cluster(s: Connection, uuid: str) -> ClusterSnapshot | None:
     )
 
 
+_SIBLINGS = select(
+    _NG.c.uuid,
+    _NG.c.role,
+    _NG.c.conditions,
+    _NG.c.deleting,
+    _NG.c.status,
+    _NG.c.generation,
+    _NG.c.observed_generation,
+).where(_NG.c.cluster_uuid == bindparam("cluster"))
+
+
+@dataclass(frozen=True)
+class Sibling:
+    """Another node group of a cluster, as a rollout needs to know it."""
+
+    uuid: str
+    role: str
+    conditions: tuple[m.Condition, ...]
+    deleting: bool
+    status: str
+    settled: bool  # its desired state was observed and its operation ended
+
+
+def siblings(db: Database, cluster_uuid: str) -> list[Sibling]:
+    """The node groups of a cluster, with their conditions (one read; only a group
+    that has nodes to roll asks)."""
+    with db.core_read() as s:
+        return [
+            Sibling(
+                u,
+                role,
+                convert.conditions_from_json(c),
+                bool(d),
+                status,
+                observed >= gen and status.endswith("_COMPLETE"),
+            )
+            for u, role, c, d, status, gen, observed in s.execute(
+                _SIBLINGS, {"cluster": cluster_uuid}
+            )
+        ]
+
+
 _PROVIDERS = select(_NG.c.uuid, _NG.c.provider).where(
     _NG.c.uuid.in_(bindparam("uuids", expanding=True))
 )

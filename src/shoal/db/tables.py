@@ -155,6 +155,7 @@ class NodeRow(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     ready_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     updated_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    revision: Mapped[str | None] = mapped_column(String(16))  # what it was made from
 
 
 class EventRow(Base):

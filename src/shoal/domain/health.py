@@ -40,6 +40,7 @@ class GroupMemory:
     last_failure_at: datetime | None = None
     last_fault: str | None = None  # the cloud's words for the last failure
     zone_blocks: Mapping[str, datetime] = field(default_factory=dict)  # zone -> until
+    stalled: str | None = None  # why the rollout of this generation stopped itself
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -48,6 +49,7 @@ class GroupMemory:
             "last_failure_at": self.last_failure_at.isoformat() if self.last_failure_at else None,
             "last_fault": self.last_fault,
             "zone_blocks": {z: t.isoformat() for z, t in self.zone_blocks.items()},
+            "stalled": self.stalled,
         }
 
     @classmethod
@@ -63,6 +65,7 @@ class GroupMemory:
             zone_blocks={
                 z: datetime.fromisoformat(t) for z, t in (data.get("zone_blocks") or {}).items()
             },
+            stalled=data.get("stalled"),
         )
 
 
@@ -87,8 +90,16 @@ def failed(mem: GroupMemory, now: datetime, fault: str, generation: int) -> Grou
 
 def for_generation(mem: GroupMemory, generation: int) -> GroupMemory:
     """Failures under an older desired state do not slow a new request down (a retry,
-    a corrected spec); zones without room stay avoided."""
-    return mem if mem.generation == generation else recovered(mem)
+    a corrected spec), and a rollout stopped under it may go on (resume, abort, a new
+    upgrade); zones without room stay avoided."""
+    if mem.generation == generation:
+        return mem
+    return replace(recovered(mem), stalled=None, generation=generation)
+
+
+def stall(mem: GroupMemory, why: str, generation: int) -> GroupMemory:
+    """The rollout of desired-state `generation` stopped itself, and why."""
+    return replace(mem, stalled=why[:FAULT_MAX], generation=generation)
 
 
 def recovered(mem: GroupMemory) -> GroupMemory:

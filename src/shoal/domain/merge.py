@@ -164,6 +164,15 @@ def check_provider(name: str | None, known: m.ProviderNames, field: str = "provi
         )
 
 
+def volumes(spec: m.NodeGroupSpec, attrs: Mapping[str, Any]) -> tuple[int | None, int | None]:
+    """A group's machines' (docker volume, boot volume) in GB: the group's own, else
+    the cluster's docker volume and the label `boot_volume_size` (Magnum's)."""
+    docker = spec.docker_volume_size or attrs.get("docker_volume_size")
+    raw = spec.labels.get("boot_volume_size", "")
+    label = int(raw) if raw.isdigit() and int(raw) > 0 else None
+    return docker, spec.boot_volume_size or label
+
+
 def fill_from_cluster(plan: GroupPlan, attrs: Mapping[str, Any]) -> GroupPlan:
     """Fill what a group leaves open from the cluster: image, flavor, volume, labels."""
     spec = plan.spec
@@ -241,7 +250,10 @@ def groups_from_templates(ngts: Sequence[m.NodeGroupTemplate]) -> list[GroupPlan
 def groups_from_cluster(groups: Sequence[m.NodeGroup]) -> list[GroupPlan]:
     """A source cluster's node groups as plans (clone: same names, specs and counts)."""
     live = [g for g in groups if not g.deleting]
-    return [GroupPlan(g.name, g.spec, source_id=g.uuid) for g in live]
+    return [
+        GroupPlan(g.name, dataclasses.replace(g.spec, rollout_hold=None), source_id=g.uuid)
+        for g in live
+    ]
 
 
 def ngt_spec(

@@ -57,6 +57,8 @@ class RolloutPolicy:
 
     max_surge: int = 1
     max_unavailable: int = 0
+    # A new node not ready this long after it was made stops the rollout (old nodes kept).
+    progress_deadline_s: int = 600
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,9 @@ class NodeGroupSpec:
     placement_policy: str | None = None
     boot_volume_size: int | None = None  # GB; default: the label boot_volume_size
     provider_options: dict[str, str] = field(default_factory=dict)  # the driver checks them
+    # A rollout held by request: "paused" (resume continues it) or "aborted" (stopped
+    # where it is; an upgrade to the previous template rolls back). None: rolling.
+    rollout_hold: str | None = None
 
 
 @dataclass(frozen=True)
@@ -214,6 +219,7 @@ class Node:
     created_at: datetime | None = None
     ready_at: datetime | None = None
     updated_at: datetime | None = None
+    revision: str | None = None  # what it was made from (domain/revision.py)
 
 
 @dataclass(frozen=True)

@@ -187,8 +187,15 @@ def upgrade_cluster(db: Database, caller: Caller, ident: str, body: dict[str, An
         )
         for row in rows:
             spec = nodegroups.spec_of(row)
+            # Magnum's max_batch_size: how many nodes of a group may be down at once
+            # (masters go one at a time whatever it says); a new upgrade lifts any hold.
+            policy = dataclasses.replace(spec.rollout, max_unavailable=batch)
             new = dataclasses.replace(
-                spec, image_id=image or spec.image_id, coe_version=version or spec.coe_version
+                spec,
+                image_id=image or spec.image_id,
+                coe_version=version or spec.coe_version,
+                rollout=policy,
+                rollout_hold=None,
             )
             nodegroups.write_spec(s, row, new, "UPDATE_IN_PROGRESS", now)
         attrs = dict(cluster.attrs or {})

@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from shoal.api import deps, schemas, serializers
 from shoal.domain import validation
 from shoal.domain.errors import Invalid
-from shoal.services import clusters, misc, resize
+from shoal.services import clusters, misc, resize, rollouts
 
 router = APIRouter(prefix="/clusters", tags=["clusters"])
 
@@ -96,6 +96,25 @@ def upgrade_cluster(
     """cluster_template, max_batch_size, nodegroup: a rollout to the template's image."""
     deps.need(request, 1, 7, "upgrade")
     return _accepted(resize.upgrade_cluster(deps.db(request), deps.caller(request), ident, body))
+
+
+def _hold(action: str) -> Any:
+    def route(
+        request: Request, ident: str, body: dict[str, Any] = Depends(deps.json_object)
+    ) -> JSONResponse:
+        return _accepted(rollouts.hold(deps.db(request), deps.caller(request), ident, action, body))
+
+    route.__name__ = f"{action}_rollout"
+    route.__doc__ = f"shoal: {action} the rollout of the cluster's node groups (or of `nodegroup`)."
+    return route
+
+
+for _action in rollouts.HOLDS:
+    router.post(
+        f"/{{ident}}/actions/{_action}",
+        status_code=202,
+        openapi_extra=schemas.body("RolloutHold"),
+    )(_hold(_action))
 
 
 @router.get("/{ident}/nodes")

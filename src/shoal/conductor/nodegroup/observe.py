@@ -15,7 +15,7 @@ from typing import Any
 
 from shoal.conductor.nodegroup.state import Pass
 from shoal.domain import conditions as cond
-from shoal.domain import health
+from shoal.domain import health, merge, revision
 from shoal.domain.model import Node, NodeState
 from shoal.drivers.contract import BlockedError, BlockedKind, Machine, MachineState
 
@@ -61,17 +61,21 @@ def adopt(p: Pass, uid: str, m: Machine) -> None:
     database copied half-way) becomes a node of the group again instead of being
     deleted and made anew; scaling then removes only what the group does not want."""
     g = p.snap.group
+    volumes = merge.volumes(g.spec, p.snap.cluster_attrs)
+    made_from = revision.of(m.image_id, m.flavor_id, *volumes)
     # The same columns as any new node's row (one bulk insert); the next pass folds
     # in its state, address and readiness like any other node's.
     row = {
         "uuid": uid, "name": m.name, "cluster_uuid": g.cluster_id, "nodegroup_uuid": g.uuid,
         "project_id": g.project_id, "state": NodeState.BUILDING.value,
         "availability_zone": m.availability_zone, "to_delete": False, "created_at": p.now,
-        "image_id": m.image_id, "flavor_id": m.flavor_id,
+        "image_id": m.image_id, "flavor_id": m.flavor_id, "revision": made_from,
     }  # fmt: skip
     p.w.inserts.append(row)
     p.nodes[uid] = Node(0, uid, m.name, g.cluster_id, g.uuid, g.project_id,
-                        NodeState.BUILDING, m.availability_zone, created_at=p.now)  # fmt: skip
+                        NodeState.BUILDING, m.availability_zone, image_id=m.image_id,
+                        flavor_id=m.flavor_id, created_at=p.now,
+                        revision=made_from)  # fmt: skip
     p.progress = True
     p.event(
         "MachineAdopted",

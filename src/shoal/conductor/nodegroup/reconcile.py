@@ -2,8 +2,9 @@
 
 Skeleton (Cluster API style): list each group's machines in one driver call,
 load the snapshots, choose each group's path (reconcile, delete, or only
-conclude), run the phases, commit the **intent** (new node rows with final
-names and ids, DELETING marks) before any cloud call, act (parallel driver
+conclude), run the phases (observe, remove, roll out or scale), commit the
+**intent** (new node rows with final names and ids, DELETING marks) before any
+cloud call, act (parallel driver
 calls), conclude (status, conditions, events, requeue) and commit the
 **outcome**. Nothing else in the node group reconciler writes to the database.
 
@@ -19,7 +20,7 @@ from datetime import datetime
 
 from shoal.conductor import journal
 from shoal.conductor.context import Context
-from shoal.conductor.nodegroup import act, delete, observe, scale, spec, status
+from shoal.conductor.nodegroup import act, delete, observe, rollout, scale, spec, status
 from shoal.conductor.nodegroup.state import Pass, Path
 from shoal.db import outcomes, queue, snapshots
 from shoal.domain import status as st
@@ -75,7 +76,8 @@ def plan(ctx: Context, p: Pass) -> None:
     else:
         observe.observe(p)
         scale.remove_marked(p)
-        scale.scale(p, first_wave=max(queue.BATCH_NODES, ctx.settings.driver_concurrency))
+        if not rollout.roll(p, lambda: snapshots.siblings(ctx.db, g.cluster_id)):
+            scale.scale(p, first_wave=max(queue.BATCH_NODES, ctx.settings.driver_concurrency))
     p.flush_updates()
     journal.decided(
         g.cluster_id,

@@ -12,7 +12,7 @@ from typing import Any
 
 from shoal.conductor.nodegroup import spec
 from shoal.conductor.nodegroup.state import LIVE, Pass
-from shoal.domain import deletion, health, naming, placement
+from shoal.domain import deletion, health, naming, placement, revision
 from shoal.domain.model import Node, NodeState
 from shoal.drivers.contract import BlockedError, BlockedKind
 
@@ -93,17 +93,19 @@ def add(p: Pass, count: int, live: list[Node]) -> None:
         names.append(naming.node_name(p.snap.cluster_name, g.name, taken))  # the cluster's
         taken.add(names[-1])
     probe = spec.probe(p)
+    target = revision.of_group(g.spec, p.snap.cluster_attrs)
     for az, name in zip(zones, names, strict=True):
         uid = str(uuidlib.uuid4())
         row = {
             "uuid": uid, "name": name, "cluster_uuid": g.cluster_id, "nodegroup_uuid": g.uuid,
             "project_id": g.project_id, "state": NodeState.PENDING.value,
             "availability_zone": az, "to_delete": False, "created_at": p.now,
-            "image_id": probe.image_id, "flavor_id": probe.flavor_id,
+            "image_id": probe.image_id, "flavor_id": probe.flavor_id, "revision": target,
         }  # fmt: skip
         p.w.inserts.append(row)
         p.nodes[uid] = Node(0, uid, name, g.cluster_id, g.uuid, g.project_id,
-                            NodeState.PENDING, az, created_at=p.now)  # fmt: skip
+                            NodeState.PENDING, az, created_at=p.now,
+                            revision=target)  # fmt: skip
         p.to_ensure.append(uid)
     p.progress = True
     p.event("ScalingUp", f"adding {count} node(s) to node group {g.name}")

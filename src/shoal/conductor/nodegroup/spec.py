@@ -22,6 +22,7 @@ def machine_spec(p: Pass, node: Node, api_url: str) -> MachineSpec:
         node.uuid, node.name, g.cluster_id, g.uuid, g.project_id, spec.role
     )
     network = a.get("fixed_network")
+    docker_volume, boot_volume = merge.volumes(spec, a)
     return MachineSpec(
         machine_id=node.uuid,
         name=node.name,
@@ -32,14 +33,14 @@ def machine_spec(p: Pass, node: Node, api_url: str) -> MachineSpec:
         flavor_id=flavor,
         image_id=image,
         availability_zone=node.availability_zone,
-        docker_volume_size=spec.docker_volume_size or a.get("docker_volume_size"),
+        docker_volume_size=docker_volume,
         labels=dict(spec.node_labels),
         user_data=bootstrap.user_data(identity, api_url) if node.name else None,
         keypair=a.get("keypair"),
         networks=spec.networks or ((str(network),) if network else ()),
         security_groups=spec.security_groups,
         placement_group=placement_group(p),
-        boot_volume_size=spec.boot_volume_size or _label_int(spec.labels, "boot_volume_size"),
+        boot_volume_size=boot_volume,
         options=dict(spec.provider_options),
     )
 
@@ -55,12 +56,6 @@ def placement_group(p: Pass) -> PlacementGroup | None:
         master = g.spec.role == ROLE_MASTER
         policy = PlacementPolicy.ANTI_AFFINITY if master else PlacementPolicy.SOFT_ANTI_AFFINITY
     return PlacementGroup(f"shoal-{g.uuid}", PlacementPolicy(policy))
-
-
-def _label_int(labels: dict[str, str], key: str) -> int | None:
-    """A positive integer label (Magnum's `boot_volume_size`), else None."""
-    raw = labels.get(key, "")
-    return int(raw) if raw.isdigit() and int(raw) > 0 else None
 
 
 def probe(p: Pass) -> MachineSpec:

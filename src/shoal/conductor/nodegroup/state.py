@@ -51,6 +51,9 @@ class Pass:
     unhealthy: list[Node] = field(default_factory=list)  # were ready; machine failed or gone
     repairs_stopped: str | None = None  # why, when the health policy's breaker tripped
     waiting_until: datetime | None = None  # no create before then (failures, full zones)
+    behind: int = 0  # live nodes not on the group's revision
+    rollout: str | None = None  # rolling, waiting, paused, aborted or stalled (rollout.py)
+    rollout_note: str = ""  # what the rollout does or waits for, for a person
     _updates: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod

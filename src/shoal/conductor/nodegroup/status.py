@@ -21,7 +21,7 @@ from shoal.db import outcomes
 from shoal.domain import conditions as cond
 from shoal.domain import health
 from shoal.domain import status as st
-from shoal.domain.model import ROLE_MASTER, Condition, Node, NodeState
+from shoal.domain.model import ROLE_MASTER, Condition, NodeState
 from shoal.drivers.contract import BlockedError, BlockedKind, PermanentError, TransientError
 
 DEFAULT_CREATE_TIMEOUT_MIN = 60
@@ -48,6 +48,7 @@ def conclude(ctx: Context, p: Pass, permanent: str | None = None) -> None:
     g, now = p.snap.group, p.now
     retry_events(p)
     p.errors.extend(p.delete_errors.values())
+    rolling = p.rollout in ("rolling", "waiting", "paused")
     nodes = list(p.nodes.values())
     live = [n for n in nodes if n.state is not NodeState.DELETING]
     ready = sum(1 for n in live if n.state is NodeState.ACTIVE)
@@ -67,10 +68,17 @@ def conclude(ctx: Context, p: Pass, permanent: str | None = None) -> None:
     elif p.repairs_stopped:
         outcome, reason = st.Outcome.FAILED, p.repairs_stopped
         conds = cond.set_false(conds, cond.READY, cond.MAX_UNHEALTHY, reason, now)
-    elif ready == desired == len(live) and not going and not p.errors:
+    elif p.rollout == "stalled":
+        outcome, reason = st.Outcome.FAILED, p.rollout_note
+        conds = cond.set_false(conds, cond.READY, cond.ROLLOUT_STALLED, reason, now)
+    elif ready == desired == len(live) and not going and not p.errors and not rolling:
         outcome, reason = st.Outcome.COMPLETE, None
         conds = cond.set_true(conds, cond.READY, cond.AS_EXPECTED, progress, now)
-        conds, reason = _up_to_date(p, live, conds)
+        if p.rollout == "aborted":
+            reason = (
+                f"rollout aborted: {p.rollout_note}; upgrade to the previous template to "
+                "roll back, or upgrade again to go on"
+            )
     else:
         outcome = st.Outcome.IN_PROGRESS
         why, reason = _in_progress(
@@ -78,16 +86,22 @@ def conclude(ctx: Context, p: Pass, permanent: str | None = None) -> None:
         )
         conds = cond.set_false(conds, cond.READY, why, reason, now)
         limit = create_timeout(p.snap.cluster_attrs)
-        if now - _clock_start(started, conds) > limit:
+        # A rollout's pace is its policy's: its stall is told by the progress deadline.
+        if not rolling and now - _clock_start(started, conds) > limit:
             outcome = st.Outcome.FAILED
             reason = f"timed out after {limit.total_seconds() / 60:g} minutes: {reason}"
             conds = cond.set_false(conds, cond.READY, cond.TIMED_OUT, reason, now)
+    conds = _up_to_date(p, conds)
     new_status = st.derive(g.status, outcome)
     _events(p, new_status, reason, ready)
     if outcome is st.Outcome.COMPLETE:
         nxt: datetime | None = ctx.requeue_at(now, ctx.settings.sweep_seconds)  # resync
     elif outcome is st.Outcome.FAILED:
         nxt = None
+    elif p.rollout == "paused":
+        nxt = ctx.requeue_at(now, ctx.settings.sweep_seconds)  # held: nothing moves
+    elif p.rollout == "waiting":
+        nxt = ctx.requeue_at(now, ctx.settings.requeue_seconds)  # for the others to finish
     elif p.waiting_until is not None:
         # Machines keep failing, or no zone has room: look again when the wait ends,
         # or sooner when nodes are booting.
@@ -140,6 +154,12 @@ def _in_progress(
     """The Ready condition's reason and the status_reason of a group in progress: the
     cloud's own words when it refuses or fails machines, and what happens next."""
     mem, now = p.memory, p.now
+    if p.rollout == "paused":
+        return cond.ROLLOUT_PAUSED, (
+            f"rollout paused by request ({p.rollout_note}); resume or abort it; {progress}"
+        )
+    if p.rollout == "waiting":
+        return cond.ROLLOUT_PENDING, f"rollout {p.rollout_note}; {progress}"
     full = [z for z in health.blocked_zones(mem, now) if z in p.zones]
     if blocked is not None or full:
         if full and p.open_zones():
@@ -170,6 +190,8 @@ def _in_progress(
             f"{progress}; a machine failed to boot, the cloud says: {p.failed_boots[-1]!r}; "
             "replacing it"
         )
+    if p.rollout == "rolling":
+        return cond.ROLLING_OUT, f"rolling out: {p.rollout_note}; {progress}"
     return (cond.SCALING_DOWN if scaling_down else cond.PROVISIONING), progress
 
 
@@ -197,26 +219,24 @@ def _clock_start(started: datetime, conds: tuple[Condition, ...]) -> datetime:
     return max(started, since) if since is not None else started
 
 
-def _up_to_date(
-    p: Pass, live: list[Node], conds: tuple[Condition, ...]
-) -> tuple[tuple[Condition, ...], str | None]:
-    """UpToDate: do the nodes run the spec's image and flavor? Replacing them one by
-    one (a rollout) is the lifecycle work to come; until then say so, and how to act."""
-    spec, now = p.snap.group.spec, p.now
-    old = [
-        n
-        for n in live
-        if (n.image_id and spec.image_id and n.image_id != spec.image_id)
-        or (n.flavor_id and spec.flavor_id and n.flavor_id != spec.flavor_id)
-    ]
-    if not old:
-        return cond.set_true(conds, cond.UP_TO_DATE, cond.AS_EXPECTED, "", now), None
-    msg = (
-        f"{len(old)} of {len(live)} node(s) run an older image or flavor than the spec "
-        f"({spec.image_id}, {spec.flavor_id}); automatic rollout is not available yet: "
-        "replace them with `resize --nodes-to-remove` and a scale-up"
-    )
-    return cond.set_false(conds, cond.UP_TO_DATE, cond.ROLLOUT_PENDING, msg, now), msg
+# The UpToDate condition's reason for each rollout state (rollout.py).
+_ROLLOUT_REASONS = {
+    "rolling": cond.ROLLING_OUT,
+    "waiting": cond.ROLLOUT_PENDING,
+    "paused": cond.ROLLOUT_PAUSED,
+    "aborted": cond.ROLLOUT_ABORTED,
+    "stalled": cond.ROLLOUT_STALLED,
+}
+
+
+def _up_to_date(p: Pass, conds: tuple[Condition, ...]) -> tuple[Condition, ...]:
+    """UpToDate: is every node on the group's revision, and if not, what the rollout
+    does about it."""
+    if p.behind == 0:
+        return cond.set_true(conds, cond.UP_TO_DATE, cond.AS_EXPECTED, "", p.now)
+    why = _ROLLOUT_REASONS.get(p.rollout or "waiting", cond.ROLLOUT_PENDING)
+    note = p.rollout_note or f"{p.behind} node(s) on an older revision"
+    return cond.set_false(conds, cond.UP_TO_DATE, why, note, p.now)
 
 
 def _is_blocked(reason: str | None) -> bool:

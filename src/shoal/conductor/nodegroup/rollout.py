@@ -1,0 +1,122 @@
+"""Rollout: replace the nodes that are not on the group's revision (a new image,
+flavor or volume), a few at a time, planned together with scaling
+(`domain/rollout.py`).
+
+Masters go first and one at a time; a worker group starts only when every master
+group of its cluster is up to date, and at most `ROLLING_PER_CLUSTER` worker
+groups of a cluster roll at once (each under its own lease). A new node that
+fails to boot, or is not ready within the policy's `progress_deadline_s`, stops
+the rollout: no further old node is retired, and the group says which node and
+why. A rollout held by request (`rollout_hold`) is paused (nothing moves) or
+aborted (plain scaling goes on, the group usable as it is).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+
+from shoal.conductor.nodegroup import scale
+from shoal.conductor.nodegroup.state import Pass
+from shoal.db.snapshots import Sibling
+from shoal.domain import conditions as cond
+from shoal.domain import deletion, health, revision
+from shoal.domain import rollout as plan
+from shoal.domain.model import ROLE_MASTER, Condition, Node, NodeState
+
+ROLLING_PER_CLUSTER = 2  # worker groups of one cluster rolling at once
+
+
+def roll(p: Pass, siblings: Callable[[], list[Sibling]]) -> bool:
+    """One rollout step for the group of `p`; False when there is nothing to roll
+    (or the rollout was aborted): plain scaling then does the rest."""
+    g = p.snap.group
+    attrs = p.snap.cluster_attrs
+    target = revision.of_group(g.spec, attrs)
+    live = [n for n in p.nodes.values() if n.state in scale.HOLDING and not n.to_delete]
+    old = [n for n in live if revision.of_node(n, g.spec, attrs) != target]
+    p.behind = len(old)
+    if not old:
+        return False
+    hold = g.spec.rollout_hold
+    if hold == "aborted":
+        p.rollout, p.rollout_note = "aborted", f"{len(old)} node(s) left on an older revision"
+        return False
+    if hold == "paused":
+        p.rollout, p.rollout_note = "paused", f"{len(old)} of {len(live)} node(s) to replace"
+        return True
+    if p.memory.stalled:
+        p.rollout, p.rollout_note = "stalled", p.memory.stalled
+        return True
+    new = [n for n in live if n not in old]
+    if stalled := _stalled(p, new):
+        p.memory = health.stall(p.memory, stalled, g.generation)
+        p.rollout, p.rollout_note = "stalled", stalled
+        p.event("RolloutStalled", f"node group {g.name}: {stalled}", warning=True)
+        return True
+    master = g.spec.role == ROLE_MASTER
+    if not master and (why := _waits(p, siblings())):
+        p.rollout, p.rollout_note = "waiting", why
+        return True
+    census = plan.Census(
+        current=len(new),
+        current_ready=sum(1 for n in new if n.state is NodeState.ACTIVE),
+        old=len(old),
+        old_ready=sum(1 for n in old if n.state is NodeState.ACTIVE),
+    )
+    step = plan.step(census, g.spec.node_count, plan.policy_for(g.spec.rollout, master))
+    p.rollout = "rolling"
+    p.rollout_note = f"{census.current} of {g.spec.node_count} node(s) on the new revision"
+    if step.retire:
+        for n in deletion.choose(old, step.retire, g.spec.deletion_policy):
+            p.event("RollingOut", f"retiring node {n.name} (older revision)", node=n.uuid)
+            p.retire(n)
+    if step.create:
+        scale.add(p, step.create, [n for n in live if n.uuid in p.nodes])
+        for uid in p.to_ensure[-step.create :]:
+            node = p.nodes[uid]
+            p.event("RollingOut", f"adding node {node.name} on the new revision", node=uid)
+    return True
+
+
+def _stalled(p: Pass, new: list[Node]) -> str | None:
+    """Why the rollout must stop: a new node failed to boot this pass, or one is not
+    ready past the policy's progress deadline."""
+    g = p.snap.group
+    if p.failed_boots:
+        return (
+            f"rollout stopped: a node on the new revision failed to boot ({p.failed_boots[-1]}); "
+            "the old nodes are kept. Abort it, or fix the image and upgrade again"
+        )
+    deadline = timedelta(seconds=g.spec.rollout.progress_deadline_s)
+    for n in new:
+        late = n.created_at is not None and p.now - n.created_at > deadline
+        if n.state is not NodeState.ACTIVE and late:
+            why = f" ({n.reason})" if n.reason else ""
+            return (
+                f"rollout stopped: node {n.name} is not ready {deadline.total_seconds():g} s "
+                f"after it was made{why}; the old nodes are kept. Abort it, or fix the cause "
+                "and upgrade again"
+            )
+    return None
+
+
+def _waits(p: Pass, groups: list[Sibling]) -> str | None:
+    """Why a worker group must wait before it rolls: masters first, and a bound on
+    worker groups of one cluster rolling at once."""
+    me = p.snap.group.uuid
+    masters = [s for s in groups if s.role == ROLE_MASTER and not s.deleting]
+    if not all(s.settled and cond.is_true(s.conditions, cond.UP_TO_DATE) for s in masters):
+        return "waiting for the masters to be replaced first"
+    rolling = [
+        s for s in groups if s.uuid != me and s.role != ROLE_MASTER and _rolling(s.conditions)
+    ]
+    if not _rolling(p.snap.group.conditions) and len(rolling) >= ROLLING_PER_CLUSTER:
+        return f"waiting: {len(rolling)} other worker group(s) of the cluster are rolling out"
+    return None
+
+
+def _rolling(conds: tuple[Condition, ...]) -> bool:
+    """Whether a group said, at its last pass, that it is rolling out."""
+    c = cond.get(conds, cond.UP_TO_DATE)
+    return c is not None and c.reason == cond.ROLLING_OUT

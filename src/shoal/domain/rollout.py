@@ -1,0 +1,68 @@
+"""Rolling replacement, as a pure plan: from a node group's nodes (on the group's
+revision or not, ready or not), its desired count and its rollout policy, how
+many new nodes to add and how many old ones to retire now.
+
+Planned together with scaling, the way Kubernetes rolls a Deployment: at most
+`desired + max_surge` nodes exist, at least `desired - max_unavailable` are
+ready; only old nodes are ever retired here, so a resize during a rollout never
+deletes the new surge nodes. A plan is re-made every pass from what is
+observed, so a restart, a resize or a pause changes nothing but the next step.
+Masters go one at a time (surge 1, unavailable 0) whatever their policy says.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shoal.domain.model import RolloutPolicy
+
+ONE_AT_A_TIME = RolloutPolicy(max_surge=1, max_unavailable=0)
+
+
+@dataclass(frozen=True)
+class Census:
+    """A group's live nodes, counted: on the group's revision or not, ready or not."""
+
+    current: int  # on the group's revision
+    current_ready: int
+    old: int  # on another revision
+    old_ready: int
+
+    @property
+    def total(self) -> int:
+        return self.current + self.old
+
+
+@dataclass(frozen=True)
+class Step:
+    """What to do now: add `create` nodes on the group's revision, retire `retire`
+    old nodes (the caller picks which: failed and not-ready ones first)."""
+
+    create: int
+    retire: int
+
+
+def policy_for(policy: RolloutPolicy, master: bool) -> RolloutPolicy:
+    """Masters are replaced one at a time; a policy that could never progress (no
+    surge and no unavailability) is read as one at a time too."""
+    if master or (policy.max_surge <= 0 and policy.max_unavailable <= 0):
+        return ONE_AT_A_TIME
+    return policy
+
+
+def step(census: Census, desired: int, policy: RolloutPolicy) -> Step:
+    """The next step of a rollout (or of a resize while old nodes remain)."""
+    c = census
+    floor = max(0, desired - max(0, policy.max_unavailable))  # ready nodes to keep
+    # Old nodes not ready cost no availability (the caller retires them first); ready
+    # ones may go while at least `floor` nodes stay ready.
+    retire = max(0, min(c.old, c.old + c.current_ready - floor))
+    after = c.total - retire
+    # Add new nodes up to `desired + max_surge` in all, and no more than are missing.
+    create = max(0, min(desired + max(0, policy.max_surge) - after, desired - c.current))
+    return Step(create=create, retire=retire)
+
+
+def done(census: Census, desired: int) -> bool:
+    """Every node on the group's revision and ready, as many as desired."""
+    return census.old == 0 and census.current_ready == census.current == desired

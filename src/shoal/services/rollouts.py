@@ -1,0 +1,47 @@
+"""Pause, resume and abort a rollout (shoal's actions; Magnum has none): a hold on
+the node groups' spec, which the conductor's rollout phase reads. Each is new
+desired state (the generation moves), recorded as an event."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from shoal.db import events
+from shoal.db.engine import Database
+from shoal.db.repo import clusters, nodegroups
+from shoal.db.types import utcnow
+from shoal.domain import validation as v
+from shoal.services.context import Caller
+
+# action -> the hold it puts on the groups (resume lifts it)
+HOLDS: dict[str, str | None] = {"pause": "paused", "resume": None, "abort": "aborted"}
+KEYS = frozenset({"nodegroup"})
+
+
+def hold(db: Database, caller: Caller, ident: str, action: str, body: dict[str, Any]) -> str:
+    """Put `action`'s hold on the cluster's node groups (or the one named); the
+    cluster's uuid."""
+    v.reject_unknown(action, body, KEYS)
+    want = HOLDS[action]
+    with db.write() as s:
+        cluster = clusters.find_changeable_row(s, caller.project_id, ident)
+        if body.get("nodegroup") is not None:
+            name = v.string("nodegroup", body["nodegroup"]) or ""
+            rows = [nodegroups.find_row(s, cluster.uuid, name, for_update=True)]
+        else:
+            rows = [
+                nodegroups.find_row(s, cluster.uuid, g.uuid, for_update=True)
+                for g in nodegroups.of_cluster(s, cluster.uuid)
+                if not g.deleting
+            ]
+        now = utcnow()
+        for row in rows:
+            spec = nodegroups.spec_of(row)
+            if spec.rollout_hold != want:
+                new = dataclasses.replace(spec, rollout_hold=want)
+                nodegroups.write_spec(s, row, new, "UPDATE_IN_PROGRESS", now)
+        clusters.touch(s, cluster, "UPDATE_IN_PROGRESS", now)
+        names = ", ".join(r.name for r in rows)
+        events.record(s, cluster.uuid, f"Rollout{action.capitalize()}", f"{action}: {names}")
+        return cluster.uuid
