@@ -25,6 +25,7 @@ class Runtime:
     db: Any  # shoal.db.engine.Database
     providers: Any  # shoal.drivers.registry.Providers
     conductor: Any | None = None  # shoal.conductor.loop.Conductor when running
+    agents: list[Any] = field(default_factory=list)  # drivers.sim.agents.EmulatedAgents
     _presence: threading.Event = field(default_factory=threading.Event)
     _presence_thread: threading.Thread | None = None
 
@@ -36,6 +37,8 @@ class Runtime:
     def start(self) -> None:
         """Start the conductor; a process without one reports that it is alive (in
         the process registry), so that `shoal db migrate` knows it runs."""
+        for emulation in self.agents:
+            emulation.start()
         if self.conductor is not None:
             self.conductor.start()
         elif self._presence_thread is None:
@@ -46,6 +49,8 @@ class Runtime:
             self._presence_thread.start()
 
     def close(self) -> None:
+        for emulation in self.agents:
+            emulation.stop()
         if self.conductor is not None:
             self.conductor.stop()
         if self._presence_thread is not None:
@@ -110,11 +115,25 @@ def build_runtime(settings: Settings, *, with_conductor: bool | None = None) -> 
         db.close()
         raise
     runtime = Runtime(settings=settings, db=db, providers=providers)
+    api_url = settings.public_url or f"http://{settings.host}:{settings.port}"
     if settings.conductor if with_conductor is None else with_conductor:
+        from shoal import keys
         from shoal.conductor.loop import Conductor
 
-        api_url = settings.public_url or f"http://{settings.host}:{settings.port}"
-        runtime.conductor = Conductor(db, providers, settings.conductor_settings, api_url=api_url)
+        sealer = keys.load(settings)  # node agents' tokens derive from the deployment's key
+        runtime.conductor = Conductor(
+            db,
+            providers,
+            settings.conductor_settings,
+            api_url=api_url,
+            node_token=sealer.node_token,
+        )
+    for p in providers.values():
+        if p.world is not None and getattr(p.settings.options, "agents", False):
+            from shoal.drivers.sim.agents import EmulatedAgents
+
+            state = settings.data_dir / f"sim-agents-{p.name}"
+            runtime.agents.append(EmulatedAgents(p.world, state, api_url))
     from shoal.db import notify
 
     # Every desired-state commit wakes conductors: NOTIFY on PostgreSQL, and

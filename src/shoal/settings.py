@@ -60,6 +60,11 @@ class SimSettings:
         "run the sim cloud in a child process of its own, as a real cloud runs apart "
         "from shoal (its calls then cross a local socket)",
     )
+    agents: bool = _opt(
+        False,
+        "emulate a node agent on every ready server (real HTTP to shoal's API): operations "
+        "and agent health work on the sim",
+    )
     per_group: bool = _opt(
         False,
         "act like a cloud that realises each node group as one stack (Heat): shoal then "
@@ -129,6 +134,11 @@ class ProviderSettings:
     concurrency_per_target: int | None = _opt(
         None, "parallel calls per target (one libvirt host) of this provider", lo=1, hi=1024
     )
+    agents: bool = _opt(
+        False,
+        "its nodes run shoal-agent (their images carry it): a node whose agent never reports "
+        "within the health policy's startup timeout is unhealthy",
+    )
 
 
 @dataclass(frozen=True)
@@ -161,6 +171,9 @@ class Settings:
     )
     max_header_bytes: int = _opt(
         32 * 1024, "largest request line plus headers the API accepts", lo=4096, hi=1024 * 1024
+    )
+    agent_interval_seconds: float = _opt(
+        10.0, "how often node agents are told to report (their heartbeat)", lo=0.1, hi=3600
     )
     log_level: str = _opt("INFO", "log level: DEBUG, INFO, WARNING or ERROR")
     log_format: str = _opt("text", "log format: text, or json (one JSON object a line)")

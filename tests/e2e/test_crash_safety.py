@@ -17,22 +17,17 @@ from __future__ import annotations
 
 import os
 import random
-import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
+from tests.support.process import Server
 from tests.support.server import free_port
 
-SHOAL = str(Path(sys.executable).with_name("shoal"))
-HEADERS = {"OpenStack-API-Version": "container-infra latest"}
 ENV = {
     "SHOAL_SIM_BOOT_SECONDS": "30",
     "SHOAL_SIM_DELETE_SECONDS": "20",
@@ -48,45 +43,6 @@ ENV = {
 }
 KILLS = {"create": 7, "resize": 7, "delete": 6}
 FAST = 300.0  # time_scale once the kills of a phase are done
-
-
-class Server:
-    """`shoal serve` on a fixed port and data dir; SIGKILLed and restarted by PID."""
-
-    def __init__(self, env: dict[str, str], port: int, log: Path) -> None:
-        self.env, self.log = env, log
-        self.url = f"http://127.0.0.1:{port}/v1"
-        self.http = httpx.Client(base_url=self.url, headers=HEADERS, timeout=30)
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.kills = 0
-
-    def start(self) -> None:
-        """Spawn the process and wait until its API answers."""
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                [SHOAL, "serve"], env=self.env, stdout=out, stderr=out, start_new_session=True
-            )
-        deadline = time.monotonic() + 60
-        while True:
-            assert self.proc.poll() is None, f"shoal serve exited:\n{self.log.read_text()[-3000:]}"
-            assert time.monotonic() < deadline, "shoal serve did not start"
-            try:
-                if self.http.get("", timeout=1).status_code == 200:
-                    return
-            except httpx.TransportError:
-                time.sleep(0.05)
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-            self.kills += 1
-        self.proc = None
-
-    def get(self, path: str, **params: Any) -> Any:
-        r = self.http.get(path, params=params)
-        assert r.status_code == 200, r.text
-        return r.json()
 
 
 def storm(srv: Server, rng: random.Random, count: int, busy: Callable[[], bool]) -> int:

@@ -14,7 +14,7 @@ import httpx
 from magnumclient.v1 import client as magnum
 
 from shoal.settings import Settings
-from tests.support.server import LiveServer, live_server
+from tests.support.server import LiveServer, free_port, live_server
 
 HEADERS = {"OpenStack-API-Version": "container-infra latest"}
 FAST_SIM = {"boot_seconds": 0.3, "delete_seconds": 0.1, "api_latency_ms": 0}
@@ -23,11 +23,12 @@ FAST_CONDUCTOR = {"poll_seconds": 0.05, "requeue_seconds": 0.1, "backoff_max_sec
 
 @contextmanager
 def conductor_server(tmp: Path, **sim: Any) -> Iterator[LiveServer]:
-    """`shoal serve` in a thread: API + conductor + sim on SQLite in `tmp`."""
+    """`shoal serve` in a thread: API + conductor + sim on SQLite in `tmp` (on a port
+    chosen first, so that the URL nodes are given to reach shoal is the real one)."""
     settings = Settings.from_env(
         {},
         data_dir=tmp,
-        port=0,
+        port=free_port(),
         sim={**FAST_SIM, **sim},
         conductor_settings=FAST_CONDUCTOR,
     )

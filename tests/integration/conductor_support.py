@@ -103,9 +103,11 @@ def make_env(
     worlds: dict[str, str] | None = None,
     sim: SimSettings = FAST_SIM,
     per_group: bool = False,
+    agents: bool = False,
 ) -> Iterator[Env]:
     """An Env on database `url` whose providers are sim worlds (`worlds`: provider
-    name -> world URL; default one provider `sim` in the same database)."""
+    name -> world URL; default one provider `sim` in the same database); `agents`:
+    the providers' nodes are expected to run shoal-agent."""
     db = Database(url)
     migrations.upgrade(db)
     opened = {name: SimWorld.open(w, sim) for name, w in (worlds or {"sim": url}).items()}
@@ -116,7 +118,7 @@ def make_env(
 
     providers = Providers(
         [
-            Provider(ProviderSettings(name=n), SimDriver(w, per_group=per_group), w)
+            Provider(ProviderSettings(name=n, agents=agents), SimDriver(w, per_group=per_group), w)
             for n, w in opened.items()
         ],
         next(iter(opened)),

@@ -299,36 +299,23 @@ def test_failed_group_after_create_timeout_recovers_on_retry(api: Api) -> None:
     api.assert_cloud_matches(cid)
 
 
-def test_upgrade_says_which_nodes_are_out_of_date_and_named_replacement_fixes_it(
-    api: Api,
-) -> None:
-    """Until rollouts exist, an upgrade must not pretend: UpToDate=False names the
-    nodes on the old image and how to act; replacing them by name clears it."""
+def test_upgrade_over_http_replaces_the_nodes_and_completes_only_then(api: Api) -> None:
+    """An upgrade really replaces: the group is UPDATE_COMPLETE only once every node
+    runs the new image, and the events tell it node by node."""
     cid = api.create("upg", [
         {"name": "m", "role": "master", "flavor_id": "m1.small", "node_count": 1},
         {"name": "w", "flavor_id": "m1.small", "node_count": 2},
     ])  # fmt: skip
     api.wait_settled(cid, 3)
+    old = api.ids(cid, "w")
     api.ok("POST", "/clustertemplates", 201, json={
         "name": "v41", "coe": "kubernetes", "image_id": "fedora-coreos-41"})  # fmt: skip
     api.ok("POST", f"/clusters/{cid}/actions/upgrade", 202,
            json={"cluster_template": "v41", "nodegroup": "w"})  # fmt: skip
-    api.wait_settled(cid, 3)
-
-    def up_to_date() -> dict[str, Any]:
-        g = api.group(cid, "w")
-        return next((c for c in g["conditions"] if c["type"] == "UpToDate"), {})
-
-    wait(lambda: up_to_date().get("status") == "False", what="UpToDate=False")
-    assert up_to_date()["reason"] == "RolloutPending"
-    reason = api.group(cid, "w")["status_reason"]
-    assert "2 of 2 node(s)" in reason and "--nodes-to-remove" in reason, reason
-    old = api.ids(cid, "w")
-    api.resize(cid, 2, "w", remove=sorted(old))
-    wait(lambda: not (api.ids(cid, "w") & old) and len(api.ids(cid, "w")) == 2,
-         what="the old nodes to be replaced")  # fmt: skip
-    api.wait_settled(cid, 3)
-    wait(lambda: up_to_date().get("status") == "True", what="UpToDate=True")
+    wait(lambda: api.group(cid, "w")["status"] == "UPDATE_COMPLETE", what="the rollout")
     images = {s["machine_id"]: s["image"] for s in api.servers(cluster=cid)}
+    assert not api.ids(cid, "w") & old and len(api.ids(cid, "w")) == 2
     assert {images[n] for n in api.ids(cid, "w")} == {"fedora-coreos-41"}
-    assert api.group(cid, "w")["status_reason"] is None
+    g = api.group(cid, "w")
+    up = next(c for c in g["conditions"] if c["type"] == "UpToDate")
+    assert up["status"] == "True" and g["status_reason"] is None

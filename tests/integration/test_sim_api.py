@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -10,6 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
+from shoal.db import migrations
+from shoal.db.engine import Database
 from shoal.drivers.contract import MachineSpec
 from shoal.drivers.registry import Provider, Providers
 from shoal.drivers.sim.clock import ManualClock
@@ -18,13 +21,6 @@ from shoal.drivers.sim.world import SimWorld
 from shoal.runtime import Runtime
 from shoal.settings import ProviderSettings, Settings, SimSettings
 from tests.support.server import LiveServer, free_port
-
-
-class _NoDb:
-    """The sim admin API needs no shoal database; the runtime still wants one."""
-
-    def close(self) -> None:
-        pass
 
 
 @contextmanager
@@ -36,14 +32,19 @@ def _serve(world: SimWorld | None) -> Iterator[httpx.Client]:
         other: Any = object()
         provider = Provider(ProviderSettings(name="east", driver="openstack"), other)
     providers = Providers([provider], provider.name)
-    runtime = Runtime(settings=Settings(), db=_NoDb(), providers=providers)
-    server = LiveServer(runtime, free_port())
-    server.start()
-    try:
-        with httpx.Client(base_url=server.url, timeout=10) as client:
-            yield client
-    finally:
-        server.stop()
+    with tempfile.TemporaryDirectory() as tmp:  # the runtime's own database (presence)
+        db = Database(f"sqlite:///{tmp}/shoal.db")
+        migrations.upgrade(db)
+        runtime = Runtime(settings=Settings(), db=db, providers=providers)
+        server = LiveServer(runtime, free_port())
+        server.start()
+        try:
+            with httpx.Client(base_url=server.url, timeout=10) as client:
+                yield client
+        finally:
+            server.stop()
+            runtime.close()
+            db.close()
 
 
 @pytest.fixture

@@ -11,10 +11,12 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 SHOAL = str(Path(sys.executable).with_name("shoal"))
+HEADERS = {"OpenStack-API-Version": "container-infra latest"}
 
 
 def shoal_env(data: Path, **extra: str) -> dict[str, str]:
@@ -50,3 +52,43 @@ def serving(env: dict[str, str], port: int, log: Path) -> Iterator[subprocess.Po
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+class Server:
+    """`shoal serve` on a fixed port and data dir (in `env`); SIGKILLed and restarted
+    by PID, its output appended to `log`."""
+
+    def __init__(self, env: dict[str, str], port: int, log: Path) -> None:
+        self.env, self.log = env, log
+        self.url = f"http://127.0.0.1:{port}/v1"
+        self.http = httpx.Client(base_url=self.url, headers=HEADERS, timeout=30)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.kills = 0
+
+    def start(self) -> None:
+        """Spawn the process and wait until its API answers."""
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [SHOAL, "serve"], env=self.env, stdout=out, stderr=out, start_new_session=True
+            )
+        deadline = time.monotonic() + 60
+        while True:
+            assert self.proc.poll() is None, f"shoal serve exited:\n{self.log.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, "shoal serve did not start"
+            try:
+                if self.http.get("", timeout=1).status_code == 200:
+                    return
+            except httpx.TransportError:
+                time.sleep(0.05)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+            self.kills += 1
+        self.proc = None
+
+    def get(self, path: str, **params: Any) -> Any:
+        r = self.http.get(path, params=params)
+        assert r.status_code == 200, r.text
+        return r.json()

@@ -54,3 +54,12 @@ def test_repairs_stop_past_max_unhealthy_percent() -> None:
     assert not health.repairs_allowed(2, 3, 40)  # 67 %
     assert health.repairs_allowed(2, 5, 40)  # exactly 40 %
     assert not health.repairs_allowed(1, 0, 40)
+
+
+def test_the_repair_ladder_is_reboot_rebuild_replace_skipping_what_cannot_be_done() -> None:
+    assert health.next_rung(0, True, True, True) == health.REBOOT
+    assert health.next_rung(1, True, True, True) == health.REBUILD
+    assert health.next_rung(2, True, True, True) == health.REPLACE
+    assert health.next_rung(0, True, False, True) == health.REBUILD  # cannot reboot
+    assert health.next_rung(0, True, False, False) == health.REPLACE
+    assert health.next_rung(0, False, True, True) == health.REPLACE  # no machine left

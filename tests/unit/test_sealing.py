@@ -38,3 +38,14 @@ def test_a_short_secret_is_refused() -> None:
     with pytest.raises(sealing.WeakSecret, match="openssl rand -base64 32"):
         sealing.Sealer("short")
     assert sealing.Sealer(" " + "x" * 32 + "\n").key_id == sealing.Sealer("x" * 32).key_id
+
+
+def test_each_node_has_its_own_agent_token_derived_from_the_key() -> None:
+    a, b = sealing.Sealer("a" * 40), sealing.Sealer("b" * 40)
+    token = a.node_token("node-1")
+    assert token == sealing.Sealer("a" * 40).node_token("node-1")  # nothing stored
+    assert a.node_token_valid("node-1", token)
+    assert not a.node_token_valid("node-2", token)  # another node's
+    assert not b.node_token_valid("node-1", token)  # another deployment's key
+    assert not a.node_token_valid("node-1", token[:-1])
+    assert len(token) >= 43 and "=" not in token  # 256 bits, URL-safe

@@ -25,6 +25,7 @@ from shoal.api.routes import (
     misc,
     nodegroups,
     nodegrouptemplates,
+    operations,
     providers,
     sim,
 )
@@ -216,6 +217,7 @@ def create_app(runtime: Any, sealer: sealing.Sealer | None = None) -> FastAPI:
         clusters.router,
         certificates.router,
         providers.router,
+        operations.router,
     ):
         app.include_router(r, prefix="/v1")
     app.include_router(sim.router, prefix="/v1")

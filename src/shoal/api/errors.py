@@ -20,6 +20,7 @@ log = logging.getLogger("shoal.api")
 STATUS = (
     (e.SecretUnavailable, 503),  # the operator's key is missing or wrong; says which
     (e.NotFound, 404),
+    (e.NotAuthenticated, 401),
     (e.Forbidden, 403),
     (e.Conflict, 409),
     (e.Invalid, 400),

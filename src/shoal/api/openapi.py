@@ -7,7 +7,8 @@ takes input; shoal answers bad input with 400 in Magnum's error shape
 - every operation declares the errors it can answer, in Magnum's shape: 400,
   404, 406, 409 and 413 everywhere (bad headers, unknown ids and names,
   microversions, conflicts, bodies past the limit), 415 where it takes a body,
-  403 where a quota applies, 503 where a sealed secret is needed;
+  403 where a quota applies, 503 where a sealed secret is needed, 401 on the
+  node agents' routes;
 - every operation declares the request headers shoal reads (microversion,
   project, user);
 - request bodies are the typed schemas of `schemas.py`, built with this
@@ -69,8 +70,11 @@ SEALED = {
     "503": "The server cannot open the cluster's CA key: it was started without the "
     "secret key the key was sealed with (the operator must fix the configuration)"
 }
+AGENT = {"401": "The node agent's token (X-Shoal-Node-Token) is missing or is not this node's"}
 # (method, path) -> extra responses beyond ALWAYS.
 EXTRA: dict[tuple[str, str], dict[str, str]] = {
+    ("post", "/v1/agent/heartbeat"): AGENT,
+    ("post", "/v1/agent/tasks/{uuid}"): AGENT,
     ("post", "/v1/clusters"): QUOTA,
     ("post", "/v1/certificates"): SEALED,
     ("get", "/v1/certificates/{cluster_ident}"): SEALED,

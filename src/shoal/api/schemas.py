@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shoal.domain import jsonpatch, model, specs
+from shoal.domain import jsonpatch, model, operations, specs
 from shoal.domain import validation as v
 
 Schema = dict[str, Any]
@@ -228,6 +228,32 @@ def components(limits: v.Limits) -> dict[str, Schema]:
             ("cluster_template",),
         ),
         "RolloutHold": _object({"nodegroup": ident}),
+        "OperationCreate": _object(
+            {
+                "kind": _enum(*operations.KINDS),
+                "nodegroup": ident,
+                "nodes": {
+                    "type": "array",
+                    "maxItems": limits.nodes_per_group,
+                    "items": _str(v.NODE_REF_MAX),
+                },
+                "batch_size": _int(1, 1000),
+                "params": {"type": "object"},
+            },
+            ("kind",),
+        ),
+        "AgentHeartbeat": _object(
+            {"node": ident, "version": _str(), "task": {"type": ["string", "null"]}}
+        ),
+        "AgentReport": _object(
+            {
+                "node": ident,
+                "state": _enum("RUNNING", "SUCCEEDED", "FAILED"),
+                "output": {"type": "string"},
+                "exit_code": {"type": ["integer", "null"]},
+            },
+            ("state",),
+        ),
         "CertificateSign": _object(
             {
                 "cluster_uuid": ident,

@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import Request
 
 from shoal.api.deps import links
+from shoal.domain import conditions as cond
 from shoal.domain import model as m
 from shoal.domain import specs
 from shoal.services.views import ClusterView, GroupView
@@ -189,6 +190,7 @@ def nodegroup(request: Request, view: GroupView, *, detail: bool = True) -> dict
     }
     if not detail:
         return obj
+    health = cond.health_status(g.conditions)
     obj.update(
         cluster_id=g.cluster_id,
         project_id=g.project_id,
@@ -213,6 +215,8 @@ def nodegroup(request: Request, view: GroupView, *, detail: bool = True) -> dict
         rollout=dataclasses.asdict(s.rollout),
         health_policy=dataclasses.asdict(s.health),
         conditions=conditions(g.conditions),
+        health_status=health[0],
+        health_status_reason=health[1],
         source_id=g.source_id,
         generation=g.generation,
         observed_generation=g.observed_generation,
@@ -245,6 +249,9 @@ def node(request: Request, n: m.Node, group_name: str, role: str) -> dict[str, A
         "to_delete": n.to_delete,
         "created_at": ts(n.created_at),
         "ready_at": ts(n.ready_at),
+        "revision": n.revision,
+        "agent_seen_at": ts(n.agent_seen_at),
+        "repair_step": n.repair_step,
     }
 
 

@@ -14,6 +14,7 @@ from shoal.cli import (
     nodegroup_templates,
     nodegroups,
     nodes,
+    operations,
     providers,
     server_cmds,
     templates,
@@ -56,6 +57,7 @@ app.add_typer(clusters.app, name="cluster")
 app.add_typer(nodegroups.app, name="nodegroup")
 app.add_typer(nodes.app, name="node")
 app.add_typer(providers.app, name="provider")
+app.add_typer(operations.app, name="operation")
 events.register(app)
 db_cmds.register(app)
 

@@ -136,16 +136,25 @@ def _finish(ctx: Context, p: Pass) -> None:
 
 
 def health(p: Pass, outcome: st.Outcome) -> None:
-    """Magnum's health_status from what shoal observes: HEALTHY when every group is
-    ready, UNHEALTHY when one failed, UNKNOWN while work is under way; the reason
-    maps each group (and the API) to what was seen."""
+    """Magnum's health_status from what shoal observes: UNHEALTHY when a group failed
+    or has unhealthy nodes (its `Healthy` condition: silent agents, failed machines),
+    HEALTHY when every group is ready and healthy, UNKNOWN while work is under way;
+    the reason maps each group (and the API) to what was seen."""
     c = p.snap.cluster
     reason = {g.name: g.status_reason or g.status for g in p.snap.groups}
+    sick = {}
+    for g in p.snap.groups:
+        h = cond.get(g.conditions, cond.HEALTHY)
+        if h is not None and h.status == cond.FALSE:
+            sick[g.name] = h.message
+    reason.update(sick)
     reason["api"] = c.api_address or p.w.api_address or "no API address yet"
     status = {
         st.Outcome.COMPLETE: "HEALTHY",
         st.Outcome.FAILED: "UNHEALTHY",
     }.get(outcome, "UNKNOWN")
+    if sick:
+        status = "UNHEALTHY"
     if (status, reason) != (c.health_status, c.health_status_reason):
         p.w.health = (status, reason)
 

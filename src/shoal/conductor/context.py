@@ -38,6 +38,7 @@ class Provider:
     limiter: RateLimiter
     slots: threading.BoundedSemaphore  # concurrent calls to this provider
     per_target: int | None = None  # concurrent calls per target (zones that are hosts)
+    agents: bool = False  # its nodes run shoal-agent (a silent one is unhealthy)
     # Creates: paced to the provider's limit as learned from its 429s.
     create_throttle: Throttle = field(default_factory=Throttle)
     _targets: dict[str, threading.BoundedSemaphore] = field(default_factory=dict)
@@ -81,6 +82,8 @@ class Context:
     now: Callable[[], datetime]
     holder: str  # this process's lease holder name; every pass's write is fenced by it
     api_url: str = "http://127.0.0.1:9511"  # shoal's API, as nodes are told to reach it
+    # Node uuid -> its agent's token (domain.sealing.Sealer.node_token); None: no agent.
+    node_token: Callable[[str], str] | None = None
     # The provider of each node group seen (fixed at its creation, so never stale):
     # a pass needs it before it lists, and a read per pass costs more than the pass.
     group_providers: dict[str, str] = field(default_factory=dict)
@@ -95,6 +98,7 @@ class Context:
         now: Callable[[], datetime],
         holder: str,
         api_url: str,
+        node_token: Callable[[str], str] | None = None,
     ) -> Context:
         """A context over `providers`, each with the limits its settings ask for."""
         calls: dict[str, Provider] = {}
@@ -108,6 +112,7 @@ class Context:
                     p.settings.concurrency or settings.driver_concurrency
                 ),
                 per_target=p.settings.concurrency_per_target,
+                agents=p.settings.agents or bool(getattr(p.settings.options, "agents", False)),
             )
         return cls(
             db=db,
@@ -119,6 +124,7 @@ class Context:
             now=now,
             holder=holder,
             api_url=api_url,
+            node_token=node_token,
         )
 
     def providers_of(

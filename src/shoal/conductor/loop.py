@@ -52,6 +52,7 @@ class Conductor:
         host: str | None = None,
         now: Callable[[], datetime] = utcnow,
         api_url: str = "http://127.0.0.1:9511",
+        node_token: Callable[[str], str] | None = None,
     ) -> None:
         self.settings = settings
         # One `conductors` row per process (Magnum lists one per service): several
@@ -59,7 +60,13 @@ class Conductor:
         self.host = host or f"{socket.gethostname()}:{os.getpid()}"
         self.holder = f"{self.host}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.ctx = Context.build(
-            db, providers, settings, now=now, holder=self.holder, api_url=api_url
+            db,
+            providers,
+            settings,
+            now=now,
+            holder=self.holder,
+            api_url=api_url,
+            node_token=node_token,
         )
         self._stop = threading.Event()
         # Idle workers sleep on `_cv`; `wake()` rouses one, which rouses the next

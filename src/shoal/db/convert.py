@@ -200,6 +200,9 @@ def node_from_row(row: t.NodeRow | CoreRow) -> m.Node:
         ready_at=row.ready_at,
         updated_at=row.updated_at,
         revision=row.revision,
+        agent_seen_at=row.agent_seen_at,
+        repair_step=row.repair_step or 0,
+        repair_at=row.repair_at,
     )
 
 
@@ -213,4 +216,38 @@ def event_from_row(row: t.EventRow) -> m.Event:
         message=row.message,
         nodegroup_id=row.nodegroup_uuid,
         node_id=row.node_uuid,
+    )
+
+
+def operation_from_row(row: t.OperationRow | CoreRow) -> m.Operation:
+    return m.Operation(
+        id=row.id,
+        uuid=row.uuid,
+        cluster_id=row.cluster_uuid,
+        nodegroup_id=row.nodegroup_uuid,
+        kind=row.kind,
+        params=dict(row.params or {}),
+        nodes=tuple(row.nodes or ()),
+        batch_size=row.batch_size,
+        state=row.state,
+        message=row.message,
+        created_at=row.created_at,
+        finished_at=row.finished_at,
+    )
+
+
+def task_from_row(row: t.NodeTaskRow | CoreRow) -> m.NodeTask:
+    return m.NodeTask(
+        id=row.id,
+        uuid=row.uuid,
+        operation_id=row.operation_uuid,
+        node_id=row.node_uuid,
+        kind=row.kind,
+        params=dict(row.params or {}),
+        state=row.state,
+        output=row.output,
+        exit_code=row.exit_code,
+        created_at=row.created_at,
+        started_at=row.started_at,
+        finished_at=row.finished_at,
     )

@@ -18,7 +18,16 @@ from sqlalchemy import Connection, Table, bindparam, case, delete, func, insert,
 from shoal.db import convert, leases, notify, queue
 from shoal.db.engine import Database
 from shoal.db.snapshots import CHUNK, ClusterSnapshot, GroupSnapshot
-from shoal.db.tables import ClusterCARow, ClusterRow, EventRow, NodeGroupRow, NodeRow, table_of
+from shoal.db.tables import (
+    ClusterCARow,
+    ClusterRow,
+    EventRow,
+    NodeGroupRow,
+    NodeRow,
+    NodeTaskRow,
+    OperationRow,
+    table_of,
+)
 from shoal.db.types import UTCDateTime, utcnow
 from shoal.domain import conditions as cond
 from shoal.domain import model as m
@@ -28,6 +37,7 @@ _UPDATE_CLUSTER = update(_CL).where(_CL.c.uuid == bindparam("b_uuid"))
 _UPDATE_NODE = update(_NODE).where(_NODE.c.id == bindparam("b_id"))
 _INSERT_NODES = insert(_NODE).returning(_NODE.c.uuid, _NODE.c.id)
 _INSERT_EVENTS = insert(_EV)
+_OP, _TASK = table_of(OperationRow), table_of(NodeTaskRow)
 
 
 @dataclass(frozen=True)
@@ -67,10 +77,21 @@ class GroupWrite:
     status: StatusWrite | None = None
     delete_group: bool = False
     poke_cluster: bool = False
+    task_inserts: list[dict[str, Any]] = field(default_factory=list)  # node_tasks rows
+    task_updates: list[dict[str, Any]] = field(default_factory=list)  # each has "uuid"
+    operation: dict[str, Any] | None = None  # the running operation's changes ("uuid")
+    operation_insert: dict[str, Any] | None = None  # an operation the conductor starts
 
     def empty(self) -> bool:
-        return not (self.inserts or self.updates or self.delete_ids or self.events) and (
-            self.status is None and not self.delete_group and not self.poke_cluster
+        return not (
+            self.inserts or self.updates or self.delete_ids or self.events or self.task_inserts
+        ) and (
+            self.status is None
+            and not self.delete_group
+            and not self.poke_cluster
+            and not self.task_updates
+            and self.operation is None
+            and self.operation_insert is None
         )
 
 
@@ -97,6 +118,7 @@ def apply_groups(
         gone = [i for _, w in writes for i in w.delete_ids]
         for i in range(0, len(gone), CHUNK):
             s.execute(delete(NodeRow).where(NodeRow.id.in_(gone[i : i + CHUNK])))
+        _apply_operations(s, [w for _, w in writes])
         events = [_event(sn.group.cluster_id, e, now) for sn, w in writes for e in w.events]
         if events:
             s.execute(_INSERT_EVENTS, events)
@@ -118,6 +140,24 @@ def apply_groups(
         ):
             s.execute(_UPDATE_CLUSTER, {"b_uuid": cluster, "next_reconcile_at": utcnow()})
     return ids
+
+
+def _apply_operations(s: Connection, writes: list[GroupWrite]) -> None:
+    """Operations started, node tasks started, tasks that ended (driver kinds),
+    operations that ended."""
+    started = [w.operation_insert for w in writes if w.operation_insert is not None]
+    if started:
+        s.execute(insert(_OP), started)
+    inserts = [row for w in writes for row in w.task_inserts]
+    if inserts:
+        s.execute(insert(_TASK), inserts)
+    for u in (u for w in writes for u in w.task_updates):
+        changes = {k: v for k, v in u.items() if k != "uuid"}
+        s.execute(update(_TASK).where(_TASK.c.uuid == u["uuid"]).values(changes))
+    for w in writes:
+        if w.operation is not None:
+            changes = {k: v for k, v in w.operation.items() if k != "uuid"}
+            s.execute(update(_OP).where(_OP.c.uuid == w.operation["uuid"]).values(changes))
 
 
 def _by_columns(updates: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:

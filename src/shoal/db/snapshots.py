@@ -18,7 +18,7 @@ from sqlalchemy import Connection, bindparam, func, select
 
 from shoal.db import convert
 from shoal.db.engine import Database
-from shoal.db.tables import ClusterRow, NodeGroupRow, NodeRow, table_of
+from shoal.db.tables import ClusterRow, NodeGroupRow, NodeRow, NodeTaskRow, OperationRow, table_of
 from shoal.domain import health
 from shoal.domain import model as m
 
@@ -36,6 +36,15 @@ _GROUP = (
     .where(_NG.c.uuid.in_(bindparam("uuids", expanding=True)))
 )
 _CLUSTER = select(*_CL.c).where(_CL.c.uuid == bindparam("uuid"))
+_OP, _TASK = table_of(OperationRow), table_of(NodeTaskRow)
+_RUNNING_OPS = select(*_OP.c).where(
+    _OP.c.nodegroup_uuid.in_(bindparam("uuids", expanding=True)), _OP.c.state == "RUNNING"
+)
+_OP_TASKS = (
+    select(*_TASK.c)
+    .where(_TASK.c.operation_uuid.in_(bindparam("ops", expanding=True)))
+    .order_by(_TASK.c.id)
+)
 _GROUP_NODES = (
     select(*_NODE.c)
     .where(_NODE.c.nodegroup_uuid.in_(bindparam("uuids", expanding=True)))
@@ -50,6 +59,7 @@ _CLUSTER_GROUPS = (
         _NG.c.status_reason,
         _NG.c.node_count,
         _NG.c.deleting,
+        _NG.c.conditions,
     )
     .where(_NG.c.cluster_uuid == bindparam("uuid"))
     .order_by(_NG.c.id)
@@ -81,6 +91,8 @@ class GroupSnapshot:
     operation_started_at: datetime | None
     nodes: list[m.Node]
     memory: health.GroupMemory = health.GroupMemory()
+    operation: m.Operation | None = None  # the operation under way on the group, if any
+    tasks: tuple[m.NodeTask, ...] = ()  # its tasks
 
 
 @dataclass(frozen=True)
@@ -92,6 +104,7 @@ class GroupSummary:
     status_reason: str | None
     node_count: int
     deleting: bool
+    conditions: tuple[m.Condition, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -116,6 +129,15 @@ def load_groups(db: Database, uuids: Collection[str]) -> dict[str, GroupSnapshot
         nodes: dict[str, list[m.Node]] = {g.uuid: [] for g in groups}
         for n in s.execute(_GROUP_NODES, {"uuids": list(nodes)}):
             nodes[n.nodegroup_uuid].append(convert.node_from_row(n))
+        running = {
+            r.nodegroup_uuid: convert.operation_from_row(r)
+            for r in s.execute(_RUNNING_OPS, {"uuids": list(nodes)})
+        }
+        tasks: dict[str, list[m.NodeTask]] = {}
+        if running:
+            ops = [o.uuid for o in running.values()]
+            for t in s.execute(_OP_TASKS, {"ops": ops}):
+                tasks.setdefault(t.operation_uuid, []).append(convert.task_from_row(t))
         return {
             ng.uuid: GroupSnapshot(
                 group=convert.nodegroup_from_row(ng),
@@ -125,6 +147,8 @@ def load_groups(db: Database, uuids: Collection[str]) -> dict[str, GroupSnapshot
                 operation_started_at=ng.operation_started_at,
                 nodes=nodes[ng.uuid],
                 memory=health.GroupMemory.from_json(ng.memory),
+                operation=running.get(ng.uuid),
+                tasks=tuple(tasks.get(running[ng.uuid].uuid, ())) if ng.uuid in running else (),
             )
             for ng in groups
         }
@@ -145,7 +169,10 @@ def _load_cluster(s: Connection, uuid: str) -> ClusterSnapshot | None:
     cl = s.execute(_CLUSTER, {"uuid": uuid}).one_or_none()
     if cl is None:
         return None
-    groups = [GroupSummary(*g) for g in s.execute(_CLUSTER_GROUPS, {"uuid": uuid})]
+    groups = [
+        GroupSummary(*g[:-1], convert.conditions_from_json(g[-1]))
+        for g in s.execute(_CLUSTER_GROUPS, {"uuid": uuid})
+    ]
     master_ids = [g.uuid for g in groups if g.role == m.ROLE_MASTER]
     up: tuple[str, ...] = ()
     ready = 0

@@ -156,6 +156,10 @@ class NodeRow(Base):
     ready_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     updated_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     revision: Mapped[str | None] = mapped_column(String(16))  # what it was made from
+    agent_seen_at: Mapped[datetime | None] = mapped_column(UTCDateTime())  # last heartbeat
+    # Auto-repair: the last rung tried (1 reboot, 2 rebuild) and when.
+    repair_step: Mapped[int] = mapped_column(Integer, default=0)
+    repair_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
 
 class EventRow(Base):
@@ -235,6 +239,52 @@ class ProviderRow(Base):
     checked_by: Mapped[str] = mapped_column(NAME)
     # Why the sweeper stopped deleting this provider's machines (its breaker), if it did.
     sweeper: Mapped[str | None] = mapped_column(Text)
+
+
+class OperationRow(Base):
+    """An operation on the nodes of one node group (restart services, upgrade
+    packages, reboot, rebuild, replace ...), run node by node or in batches."""
+
+    __tablename__ = "operations"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    uuid: Mapped[str] = mapped_column(UUID, unique=True)
+    cluster_uuid: Mapped[str] = mapped_column(
+        UUID, ForeignKey("clusters.uuid", ondelete="CASCADE"), index=True
+    )
+    nodegroup_uuid: Mapped[str] = mapped_column(UUID, index=True)
+    project_id: Mapped[str] = mapped_column(NAME)
+    kind: Mapped[str] = mapped_column(String(32))
+    params: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    nodes: Mapped[list[str]] = mapped_column(JSONType, default=list)  # targets, in order
+    batch_size: Mapped[int] = mapped_column(Integer, default=1)
+    state: Mapped[str] = mapped_column(String(16), default="RUNNING")
+    message: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+class NodeTaskRow(Base):
+    """One node's part of an operation: run by its agent (it pulls and reports) or
+    by the conductor through the driver (reboot, rebuild, replace)."""
+
+    __tablename__ = "node_tasks"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    uuid: Mapped[str] = mapped_column(UUID, unique=True)
+    operation_uuid: Mapped[str] = mapped_column(UUID, index=True)
+    cluster_uuid: Mapped[str] = mapped_column(
+        UUID, ForeignKey("clusters.uuid", ondelete="CASCADE"), index=True
+    )
+    nodegroup_uuid: Mapped[str] = mapped_column(UUID)
+    node_uuid: Mapped[str] = mapped_column(UUID, index=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    params: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    state: Mapped[str] = mapped_column(String(16), default="PENDING")
+    output: Mapped[str | None] = mapped_column(Text)
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
 
 class DeploymentStateRow(Base):

@@ -1,9 +1,11 @@
 """The bootstrap data shoal renders for each node: cloud-init user data.
 
-For now a minimal `#cloud-config` that sets the hostname and writes the node's
-identity and shoal's address to `/etc/shoal/node.json` (what a node agent and,
-later, the Kubernetes bootstrap read). It is written as JSON, which YAML (and so
-cloud-init) reads as it is, and which costs microseconds per node to render.
+For now a minimal `#cloud-config` that sets the hostname, writes the node's
+identity, shoal's address and the node agent's token to `/etc/shoal/node.json`
+(0600: what the node agent and, later, the Kubernetes bootstrap read), and
+starts `shoal-agent` when the image carries it (a systemd unit). It is written
+as JSON, which YAML (and so cloud-init) reads as it is, and which costs
+microseconds per node to render.
 """
 
 from __future__ import annotations
@@ -27,7 +29,26 @@ class NodeIdentity:
     role: str
 
 
-def user_data(who: NodeIdentity, shoal_url: str) -> str:
+AGENT_UNIT = """[Unit]
+Description=shoal node agent
+After=network-online.target
+
+[Service]
+ExecStart=/usr/bin/env shoal-agent
+Restart=always
+RestartSec=5
+
+[Install]
+WantedBy=multi-user.target
+"""
+# Start the agent if the image carries it (no image: nothing to start, no error).
+START_AGENT = (
+    "command -v shoal-agent >/dev/null 2>&1 && "
+    "(systemctl enable --now shoal-agent.service || (shoal-agent &)) || true"
+)
+
+
+def user_data(who: NodeIdentity, shoal_url: str, agent_token: str | None = None) -> str:
     """The node's `#cloud-config` user data."""
     identity = {
         "node": who.node,
@@ -39,15 +60,23 @@ def user_data(who: NodeIdentity, shoal_url: str) -> str:
         "shoal_url": shoal_url,
         "bootstrap_version": VERSION,
     }
+    if agent_token:
+        identity["agent_token"] = agent_token
     config = {
         "hostname": who.name,
         "preserve_hostname": False,
         "write_files": [
             {
                 "path": IDENTITY_PATH,
-                "permissions": "0644",
+                "permissions": "0600",
                 "content": json.dumps(identity, sort_keys=True) + "\n",
-            }
+            },
+            {
+                "path": "/etc/systemd/system/shoal-agent.service",
+                "permissions": "0644",
+                "content": AGENT_UNIT,
+            },
         ],
+        "runcmd": [["sh", "-c", START_AGENT]],
     }
     return "#cloud-config\n" + json.dumps(config, indent=1, sort_keys=True) + "\n"

@@ -22,6 +22,7 @@ CONTROL_PLANE_READY = "ControlPlaneReady"  # cluster: every master node is up
 API_ADDRESS_KNOWN = "APIAddressKnown"  # cluster: api_address is set
 DELETING = "Deleting"  # a delete is under way
 UP_TO_DATE = "UpToDate"  # node group: every node runs the spec's image and flavor
+HEALTHY = "Healthy"  # node group: no node unhealthy (a silent agent, a failed machine)
 RECONCILE_ERROR = "ReconcileError"  # True while passes fail unexpectedly (a bug, not the cloud)
 
 # Reasons (CamelCase, one word, stable: operators and scripts match on them).
@@ -33,10 +34,12 @@ RETRYING = "Retrying"  # a transient error: retrying with backoff
 FAILED = "Failed"  # a permanent error, or the deadline passed
 TIMED_OUT = "TimedOut"  # create_timeout passed while blocked or in progress
 AS_EXPECTED = "AsExpected"  # everything as desired
+UNHEALTHY_NODES = "UnhealthyNodes"  # some nodes are unhealthy (repairs under way or stopped)
 WAITING_FOR_MASTERS = "WaitingForMasters"
 NODE_GROUPS_NOT_READY = "NodeGroupsNotReady"
 DELETION_IN_PROGRESS = "DeletionInProgress"
 ROLLOUT_PENDING = "RolloutPending"  # nodes run an older image/flavor than the spec
+OPERATING = "Operating"  # an operation (restart, upgrade in place, reboot ...) under way
 ROLLING_OUT = "RollingOut"  # replacing nodes on an older revision, a few at a time
 ROLLOUT_PAUSED = "RolloutPaused"  # held by request (resume continues)
 ROLLOUT_ABORTED = "RolloutAborted"  # stopped by request where it was
@@ -95,3 +98,14 @@ def set_false(
 def remove(conds: tuple[Condition, ...], type_: str) -> tuple[Condition, ...]:
     """Return `conds` without `type_`."""
     return tuple(c for c in conds if c.type != type_)
+
+
+def health_status(conds: tuple[Condition, ...]) -> tuple[str, dict[str, str]]:
+    """Magnum's health_status and health_status_reason of a node group, from its
+    Healthy condition (UNKNOWN before the conductor has judged it)."""
+    h = get(conds, HEALTHY)
+    if h is None:
+        return "UNKNOWN", {}
+    return ("HEALTHY" if h.status == TRUE else "UNHEALTHY"), (
+        {"nodes": h.message} if h.message else {}
+    )

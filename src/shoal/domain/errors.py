@@ -45,6 +45,11 @@ class AmbiguousName(Conflict):
         )
 
 
+class NotAuthenticated(ShoalError):
+    """The request does not say who makes it, or says it wrongly (a missing or bad
+    token)."""
+
+
 class Forbidden(ShoalError):
     """Policy or quota refuses the request."""
 

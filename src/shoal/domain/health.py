@@ -144,3 +144,22 @@ def repairs_allowed(unhealthy: int, desired: int, max_unhealthy_percent: int) ->
     if unhealthy == 0:
         return True
     return unhealthy * 100 <= max_unhealthy_percent * max(desired, 1)
+
+
+# The repair ladder: the rungs, in order, and how an event says each.
+REBOOT, REBUILD, REPLACE = "reboot", "rebuild", "replace"
+RUNGS = (REBOOT, REBUILD, REPLACE)
+RUNG_WORDS = {REBOOT: "rebooting", REBUILD: "rebuilding", REPLACE: "replacing"}
+
+
+def next_rung(step: int, has_machine: bool, can_reboot: bool, can_rebuild: bool) -> str:
+    """The next rung for a node whose last rung was `step` (0: none yet): reboot,
+    then rebuild, then replace; a rung the provider cannot do, or that needs a
+    machine the node no longer has, is skipped."""
+    if not has_machine:
+        return REPLACE
+    if step < 1 and can_reboot:
+        return REBOOT
+    if step < 2 and can_rebuild:
+        return REBUILD
+    return REPLACE

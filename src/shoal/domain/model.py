@@ -220,6 +220,9 @@ class Node:
     ready_at: datetime | None = None
     updated_at: datetime | None = None
     revision: str | None = None  # what it was made from (domain/revision.py)
+    agent_seen_at: datetime | None = None  # its agent's last heartbeat
+    repair_step: int = 0  # auto-repair: the last rung tried (1 reboot, 2 rebuild)
+    repair_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -232,3 +235,39 @@ class Event:
     message: str
     nodegroup_id: str | None = None
     node_id: str | None = None
+
+
+@dataclass(frozen=True)
+class NodeTask:
+    """One node's part of an operation."""
+
+    id: int
+    uuid: str
+    operation_id: str
+    node_id: str
+    kind: str
+    params: dict[str, Any]
+    state: str
+    output: str | None = None
+    exit_code: int | None = None
+    created_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Operation:
+    """An operation on nodes of one node group (domain/operations.py)."""
+
+    id: int
+    uuid: str
+    cluster_id: str
+    nodegroup_id: str
+    kind: str
+    params: dict[str, Any]
+    nodes: tuple[str, ...]  # target node uuids, in order
+    batch_size: int
+    state: str
+    message: str | None = None
+    created_at: datetime | None = None
+    finished_at: datetime | None = None

@@ -17,6 +17,11 @@ from dataclasses import dataclass
 from shoal.domain.model import RolloutPolicy
 
 ONE_AT_A_TIME = RolloutPolicy(max_surge=1, max_unavailable=0)
+# How nodes move to a new revision (label `upgrade_strategy`): new machines; the
+# same machines reinstalled (the driver's rebuild); or an rpm-ostree rebase of
+# each node through its agent (label `ostree_ref`: the ref).
+REPLACE, REBUILD, IN_PLACE = "replace", "rebuild", "in-place"
+STRATEGIES = (REPLACE, REBUILD, IN_PLACE)
 
 
 @dataclass(frozen=True)

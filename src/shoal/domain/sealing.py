@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
 
 from cryptography.fernet import Fernet, InvalidToken
 from cryptography.hazmat.primitives import hashes
@@ -24,6 +25,7 @@ from shoal.domain.errors import SecretUnavailable
 PREFIX = "shoal-sealed:v1:"
 SECRET_MIN_CHARS = 32
 _INFO = b"shoal: cluster CA private keys at rest, v1"
+_AGENT_INFO = b"shoal: node agent tokens, v1"
 
 
 class WeakSecret(ValueError):
@@ -61,9 +63,23 @@ class Sealer:
         )
         self._fernet = Fernet(base64.urlsafe_b64encode(derived))
         self.key_id = hashlib.sha256(b"key-id:" + derived).hexdigest()[:8]
+        self._agent_key = HKDF(
+            algorithm=hashes.SHA256(), length=32, salt=None, info=_AGENT_INFO
+        ).derive(secret.encode())
 
     def __repr__(self) -> str:
         return f"Sealer(key_id={self.key_id!r})"
+
+    def node_token(self, node_uuid: str) -> str:
+        """The token node `node_uuid`'s agent authenticates with (written into its
+        bootstrap data): derived from the key, so nothing is stored, and a restored
+        or copied database still knows every node's token."""
+        mac = hmac.new(self._agent_key, b"node:" + node_uuid.encode(), hashlib.sha256)
+        return base64.urlsafe_b64encode(mac.digest()).decode().rstrip("=")
+
+    def node_token_valid(self, node_uuid: str, token: str) -> bool:
+        """Whether `token` is node `node_uuid`'s (constant time)."""
+        return hmac.compare_digest(self.node_token(node_uuid), token)
 
     def seal(self, text: str) -> str:
         token = self._fernet.encrypt(text.encode()).decode()

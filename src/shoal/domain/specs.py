@@ -8,7 +8,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from shoal.domain import model as m
+from shoal.domain import operations, rollout
 from shoal.domain import validation as v
+from shoal.domain.errors import Invalid
 
 Check = Callable[[str, Any], Any]
 
@@ -34,6 +36,19 @@ def _bool(f: str, x: Any) -> bool | None:
     return None if x is None else v.boolean(f, x)
 
 
+def labels(field: str, value: Any) -> dict[str, str]:
+    """Labels; those shoal itself reads are checked (`upgrade_strategy`, `ostree_ref`)."""
+    out = v.str_dict(field, value)
+    strategy = out.get("upgrade_strategy")
+    if strategy is not None and strategy not in rollout.STRATEGIES:
+        raise Invalid(
+            f"{field}[upgrade_strategy] must be one of: {', '.join(rollout.STRATEGIES)}", field
+        )
+    if "ostree_ref" in out:
+        operations.argument(f"{field}[ostree_ref]", out["ostree_ref"])
+    return out
+
+
 # Magnum attributes a cluster template and a cluster share (stored in `attrs`).
 COMMON_ATTRS: dict[str, Check] = {
     "provider": v.string,
@@ -41,7 +56,7 @@ COMMON_ATTRS: dict[str, Check] = {
     "flavor_id": v.string,
     "master_flavor_id": v.string,
     "docker_volume_size": _opt_int(1),
-    "labels": v.str_dict,
+    "labels": labels,
     "fixed_network": v.string,
     "fixed_subnet": v.string,
     "floating_ip_enabled": _bool,
@@ -139,7 +154,9 @@ def apply_ng_attrs(base: m.NodeGroupSpec, attrs: Mapping[str, Any]) -> m.NodeGro
             changes[key] = v.opt_integer(key, raw, lo=1)
         elif key == "availability_zones":
             changes[key] = v.str_list(key, raw)
-        elif key in ("labels", "node_labels"):
+        elif key == "labels":
+            changes[key] = labels(key, raw)
+        elif key == "node_labels":
             changes[key] = v.str_dict(key, raw)
         elif key == "node_taints":
             changes[key] = v.taints(key, raw)

@@ -164,7 +164,7 @@ def update(db: Database, caller: Caller, ident: str, patch: Any) -> m.Cluster:
             if key in changes and changes[key] is None:
                 raise Invalid(f"{key} cannot be removed", key)
         if "labels" in changes:
-            labels = v.str_dict("labels", changes["labels"])
+            labels = specs.labels("labels", changes["labels"])
             clusters.touch(s, row, "UPDATE_IN_PROGRESS", now, attrs={**row.attrs, "labels": labels})
         if "node_count" in changes:
             resize.resize(s, caller, row, {"node_count": changes["node_count"]}, now)

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+from datetime import datetime
 from typing import Any
 
+from sqlalchemy.orm import Session
+
+from shoal.agent import protocol
 from shoal.db import convert, events
 from shoal.db.engine import Database
-from shoal.db.repo import clusters, nodegroups, templates
+from shoal.db.repo import clusters, nodegroups, nodes, operations, templates
 from shoal.db.repo.paging import Page
 from shoal.db.types import utcnow
 from shoal.domain import jsonpatch, merge, specs
@@ -154,7 +158,39 @@ def update(db: Database, caller: Caller, cluster_ident: str, ident: str, patch: 
             f"node group {row.name}: {', '.join(sorted(changes))} changed",
             nodegroup_uuid=row.uuid,
         )
+        if {"node_labels", "node_taints"} & set(changes):
+            _labels_in_place(s, caller, cluster.uuid, group, now)
         return GroupView(group)
+
+
+def _labels_in_place(
+    s: Session, caller: Caller, cluster_uuid: str, group: m.NodeGroup, now: datetime
+) -> None:
+    """New labels and taints reach the group's existing nodes in place, through their
+    agents (a set-labels operation on every node whose agent reports), never through
+    a rollout; new nodes get them at creation."""
+    members = [
+        n.uuid
+        for n in nodes.of_group(s, group.uuid)
+        if n.state is m.NodeState.ACTIVE and n.agent_seen_at is not None
+    ]
+    if not members:
+        return  # no agent to tell: the nodes learn them when they are made anew
+    params = {
+        "labels": dict(group.spec.node_labels),
+        "taints": [t.as_dict() for t in group.spec.node_taints],
+    }
+    operations.insert(
+        s,
+        cluster_uuid=cluster_uuid,
+        group_uuid=group.uuid,
+        project_id=caller.project_id,
+        kind=protocol.SET_LABELS,
+        params=params,
+        nodes=members,
+        batch_size=len(members),
+        now=now,
+    )
 
 
 def delete(db: Database, caller: Caller, cluster_ident: str, ident: str) -> None:

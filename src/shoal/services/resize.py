@@ -44,8 +44,11 @@ def _group(s: Session, cluster: ClusterRow, ident: Any) -> NodeGroupRow:
     return nodegroups.find_row(s, cluster.uuid, v.string("nodegroup", ident) or "", for_update=True)
 
 
-def match_nodes(group_nodes: list[m.Node], entries: list[str]) -> list[m.Node]:
-    """The nodes named by `entries`; Invalid naming the first entry that matches none."""
+def match_nodes(
+    group_nodes: list[m.Node], entries: list[str], field: str = "nodes_to_remove"
+) -> list[m.Node]:
+    """The nodes named by `entries` (uuids, provider ids, names, addresses, indexes);
+    Invalid naming `field` and the first entry that matches none."""
     keys: dict[str, m.Node] = {}
     for n in group_nodes:
         for k in (n.uuid, n.provider_id, n.name, n.address):
@@ -58,9 +61,7 @@ def match_nodes(group_nodes: list[m.Node], entries: list[str]) -> list[m.Node]:
         if node is None and index is not None and index < len(group_nodes):
             node = group_nodes[index]
         if node is None:
-            raise Invalid(
-                f"nodes_to_remove: {e!r} is not a node of this node group", "nodes_to_remove"
-            )
+            raise Invalid(f"{field}: {e!r} is not a node of this node group", field)
         out[node.uuid] = node
     return list(out.values())
 

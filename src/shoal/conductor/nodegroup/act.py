@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from shoal.conductor import calls
 from shoal.conductor.context import Context, Provider
-from shoal.conductor.nodegroup import spec
+from shoal.conductor.nodegroup import operate, spec
 from shoal.conductor.nodegroup.observe import fold
 from shoal.conductor.nodegroup.state import Pass, Path
 from shoal.domain import health
+from shoal.domain import operations as ops
 from shoal.domain.model import ROLE_MASTER, NodeState
 from shoal.drivers.contract import (
     BlockedError,
@@ -46,6 +47,7 @@ def act(ctx: Context, passes: list[Pass]) -> None:
         else:
             per_machine.append((p, provider))
     _deletes(ctx, per_machine)
+    _operations(ctx, passes)
     _creates(ctx, per_machine)
 
 
@@ -55,6 +57,29 @@ def _deletes(ctx: Context, passes: list[tuple[Pass, Provider]]) -> None:
         machines = [(prov, mid) for p, prov in passes for mid in p.to_delete]
         for mid, err in calls.delete_all(ctx, machines).items():
             owner[mid].delete_errors[mid] = err
+
+
+def _operations(ctx: Context, passes: list[Pass]) -> None:
+    """The driver calls operations make this pass (reboot, rebuild), in parallel; a
+    refusal fails that node's task (and so the operation)."""
+
+    def one(p: Pass, call: operate.DriverOp) -> None:
+        provider = ctx.provider(p.provider)
+        if provider is None:
+            return
+        driver = provider.driver
+        try:
+            if call.kind == ops.REBOOT:
+                ctx.call(provider, lambda: driver.reboot_machine(call.node_uuid))
+            else:
+                image = call.params.get("image_id") or spec.probe(p).image_id
+                ctx.call(provider, lambda: driver.rebuild_machine(call.node_uuid, image))
+        except DriverError as exc:
+            operate.call_failed(p, call, f"{call.kind} refused by the cloud: {exc.reason}")
+
+    futures = [ctx.pool.submit(one, p, c) for p in passes for c in p.driver_ops]
+    for f in futures:
+        f.result()
 
 
 def _creates(ctx: Context, passes: list[tuple[Pass, Provider]]) -> None:
@@ -68,7 +93,7 @@ def _creates(ctx: Context, passes: list[tuple[Pass, Provider]]) -> None:
         for uid in p.to_ensure:
             if uid in p.nodes:
                 owner[uid] = p
-                node_spec = spec.machine_spec(p, p.nodes[uid], ctx.api_url)
+                node_spec = spec.machine_spec(p, p.nodes[uid], ctx.api_url, ctx.node_token)
                 tier.append(calls.Ensure(provider, node_spec, zones))
     if not owner:
         return
@@ -127,7 +152,7 @@ def _per_group(ctx: Context, p: Pass, provider: Provider) -> None:
         if not (p.to_ensure or p.to_delete):
             return  # nothing changes: the listing tells the rest
         members = tuple(
-            spec.machine_spec(p, n, ctx.api_url)
+            spec.machine_spec(p, n, ctx.api_url, ctx.node_token)
             for n in p.nodes.values()
             if n.state is not NodeState.DELETING
         )

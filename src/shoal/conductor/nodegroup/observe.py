@@ -11,13 +11,16 @@ A failed machine is one of three things (domain/health.py decides the rules):
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
+from shoal.conductor.nodegroup import spec
+from shoal.conductor.nodegroup.operate import DriverOp
 from shoal.conductor.nodegroup.state import Pass
 from shoal.domain import conditions as cond
 from shoal.domain import health, merge, revision
 from shoal.domain.model import Node, NodeState
-from shoal.drivers.contract import BlockedError, BlockedKind, Machine, MachineState
+from shoal.drivers.contract import BlockedError, BlockedKind, Feature, Machine, MachineState
 
 
 def observe(p: Pass) -> None:
@@ -48,6 +51,14 @@ def observe(p: Pass) -> None:
             p.to_delete.append(m.machine_id)  # broken and nobody's: nothing worth keeping
         else:
             adopt(p, uid, m)
+    for node in list(p.nodes.values()):
+        if node.state is NodeState.ACTIVE and node.uuid not in {n.uuid for n in p.unhealthy}:
+            why = _silent(p, node)
+            if why is not None:
+                p.unhealthy.append(p.set(node, reason=why))
+            elif node.repair_step:
+                p.set(node, repair_step=0, repair_at=None, reason=None)
+                p.event("Repaired", f"node {node.name} is healthy again", node=node.uuid)
     ready = sum(1 for n in p.nodes.values() if n.state is NodeState.ACTIVE)
     if ready > ready_before:
         p.memory = health.recovered(p.memory)
@@ -163,8 +174,58 @@ def _unhealthy(p: Pass, node: Node, why: str) -> None:
     p.unhealthy.append(node)
 
 
+def _climb(p: Pass, node: Node) -> None:
+    """The next rung of the repair ladder for `node`, if its time has come."""
+    policy = p.snap.group.spec.health
+    wait = timedelta(seconds=policy.unhealthy_timeout_s)
+    if node.repair_step and node.repair_at is not None and p.now - node.repair_at < wait:
+        p.look_again(node.repair_at + wait)
+        return  # the last rung is still being given its time
+    rung = health.next_rung(
+        node.repair_step, node.uuid in p.machines, Feature.REBOOT in p.features,
+        Feature.REBUILD in p.features,
+    )  # fmt: skip
+    why = node.reason or "unhealthy"
+    p.event(
+        "Repairing",
+        f"node {node.name} was ready, but {why}; {health.RUNG_WORDS[rung]} it",
+        warning=True,
+        node=node.uuid,
+    )
+    if rung == health.REPLACE:
+        _replace(p, node, why)
+        return
+    params = {"image_id": spec.probe(p).image_id} if rung == health.REBUILD else {}
+    p.driver_ops.append(DriverOp(rung, node.uuid, params, ""))
+    p.set(node, repair_step=health.RUNGS.index(rung) + 1, repair_at=p.now)
+    p.look_again(p.now + wait)
+
+
+def _silent(p: Pass, node: Node) -> str | None:
+    """Why a ready node's agent counts as silent (None: it reports, or none is
+    expected): no heartbeat for the health policy's unhealthy timeout, or, where
+    the provider's nodes run the agent, none since the startup timeout after the
+    node was ready. A node in a repair rung is given that rung's time first."""
+    policy = p.snap.group.spec.health
+    if node.agent_seen_at is not None:
+        silent_at = node.agent_seen_at + timedelta(seconds=policy.unhealthy_timeout_s)
+        if p.now > silent_at:
+            return f"its agent has not reported for over {policy.unhealthy_timeout_s} s"
+        p.look_again(silent_at)
+        return None
+    if p.agents_expected and node.ready_at is not None:
+        limit = policy.startup_timeout_s
+        silent_at = node.ready_at + timedelta(seconds=limit)
+        if p.now > silent_at:
+            return f"its agent never reported in the {limit} s after it was ready"
+        p.look_again(silent_at)
+    return None
+
+
 def repair(p: Pass) -> None:
-    """Replace the unhealthy nodes, unless more than the health policy's
+    """Repair the unhealthy nodes by a ladder: reboot, then rebuild, then replace
+    (each rung given the health policy's unhealthy timeout to work; a rung the
+    provider cannot do is skipped) — unless more than the policy's
     `max_unhealthy_percent` of the desired nodes are unhealthy: then keep them (for
     inspection) and stop repairing until someone acts."""
     if not p.unhealthy:
@@ -174,13 +235,7 @@ def repair(p: Pass) -> None:
     bad, desired = len(p.unhealthy), g.spec.node_count
     if health.repairs_allowed(bad, desired, limit):
         for node in p.unhealthy:
-            p.event(
-                "Repairing",
-                f"node {node.name} was ready, but {node.reason}; replacing it",
-                warning=True,
-                node=node.uuid,
-            )
-            _replace(p, node, node.reason or "unhealthy")
+            _climb(p, node)
         p.unhealthy = []
         return
     names = ", ".join(n.name for n in p.unhealthy[:10]) + (" ..." if bad > 10 else "")

@@ -2,7 +2,7 @@
 
 Skeleton (Cluster API style): list each group's machines in one driver call,
 load the snapshots, choose each group's path (reconcile, delete, or only
-conclude), run the phases (observe, remove, roll out or scale), commit the
+conclude), run the phases (observe, remove, operate, roll out or scale), commit the
 **intent** (new node rows with final names and ids, DELETING marks) before any
 cloud call, act (parallel driver
 calls), conclude (status, conditions, events, requeue) and commit the
@@ -20,7 +20,16 @@ from datetime import datetime
 
 from shoal.conductor import journal
 from shoal.conductor.context import Context
-from shoal.conductor.nodegroup import act, delete, observe, rollout, scale, spec, status
+from shoal.conductor.nodegroup import (
+    act,
+    delete,
+    observe,
+    operate,
+    rollout,
+    scale,
+    spec,
+    status,
+)
 from shoal.conductor.nodegroup.state import Pass, Path
 from shoal.db import outcomes, queue, snapshots
 from shoal.domain import status as st
@@ -74,8 +83,11 @@ def plan(ctx: Context, p: Pass) -> None:
         p.path = Path.CONCLUDE
         status.conclude(ctx, p, permanent="; ".join(problems))
     else:
+        p.features = frozenset(provider.capabilities().features)
+        p.agents_expected = provider.agents
         observe.observe(p)
         scale.remove_marked(p)
+        operate.operate(p)
         if not rollout.roll(p, lambda: snapshots.siblings(ctx.db, g.cluster_id)):
             scale.scale(p, first_wave=max(queue.BATCH_NODES, ctx.settings.driver_concurrency))
     p.flush_updates()

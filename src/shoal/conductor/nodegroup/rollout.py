@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import timedelta
 
-from shoal.conductor.nodegroup import scale
+from shoal.conductor.nodegroup import operate, scale, spec
 from shoal.conductor.nodegroup.state import Pass
 from shoal.db.snapshots import Sibling
 from shoal.domain import conditions as cond
@@ -58,6 +58,12 @@ def roll(p: Pass, siblings: Callable[[], list[Sibling]]) -> bool:
     if not master and (why := _waits(p, siblings())):
         p.rollout, p.rollout_note = "waiting", why
         return True
+    if p.snap.operation is not None:
+        p.rollout = "rolling" if _strategy(p) != REPLACE else "waiting"
+        p.rollout_note = f"{p.snap.operation.kind} of {len(old)} node(s) under way"
+        return True
+    if _strategy(p) != REPLACE:
+        return _in_place(p, old, master)
     census = plan.Census(
         current=len(new),
         current_ready=sum(1 for n in new if n.state is NodeState.ACTIVE),
@@ -76,6 +82,52 @@ def roll(p: Pass, siblings: Callable[[], list[Sibling]]) -> bool:
         for uid in p.to_ensure[-step.create :]:
             node = p.nodes[uid]
             p.event("RollingOut", f"adding node {node.name} on the new revision", node=uid)
+    return True
+
+
+REPLACE, REBUILD = plan.REPLACE, plan.REBUILD
+
+
+def _strategy(p: Pass) -> str:
+    """How the group's nodes move to a new revision: the label `upgrade_strategy` of the
+    group, else of its cluster (replace: new machines; rebuild: the same machines
+    reinstalled; in-place: an rpm-ostree rebase through the node agent)."""
+    labels = {**(p.snap.cluster_attrs.get("labels") or {}), **p.snap.group.spec.labels}
+    strategy = str(labels.get("upgrade_strategy", REPLACE))
+    return strategy if strategy in plan.STRATEGIES else REPLACE  # checked when set
+
+
+def _in_place(p: Pass, old: list[Node], master: bool) -> bool:
+    """Start the operation that moves the old nodes keeping their machines: rebuild
+    (the driver) or rebase (the agent), one at a time for masters."""
+    g = p.snap.group
+    image = spec.probe(p).image_id
+    strategy = _strategy(p)
+    if strategy == REBUILD:
+        kind, params = "rebuild", {"image_id": image}
+    else:
+        labels = {**(p.snap.cluster_attrs.get("labels") or {}), **g.spec.labels}
+        ref = labels.get("ostree_ref")
+        if not ref:
+            why = (
+                "rollout stopped: upgrade_strategy in-place rebases each node's rpm-ostree "
+                "image, and the label ostree_ref (the ref to rebase to) is not set. Set it "
+                "on the node group or cluster, or use upgrade_strategy replace or rebuild"
+            )
+            p.memory = health.stall(p.memory, why, g.generation)
+            p.rollout, p.rollout_note = "stalled", why
+            p.event("RolloutStalled", f"node group {g.name}: {why}", warning=True)
+            return True
+        kind, params = "rebase", {"ref": ref}
+    batch = 1 if master else max(1, g.spec.rollout.max_unavailable)
+    targets = [n.uuid for n in old if n.state is NodeState.ACTIVE]
+    if not targets:
+        p.rollout, p.rollout_note = "waiting", "no ready node to move yet"
+        return True
+    operate.begin(p, kind, params, targets, batch)
+    p.rollout = "rolling"
+    p.rollout_note = f"{kind} of {len(targets)} node(s) in place, {batch} at a time"
+    p.event("RollingOut", f"node group {g.name}: {p.rollout_note} ({strategy})")
     return True
 
 

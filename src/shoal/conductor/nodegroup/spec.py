@@ -13,7 +13,9 @@ from shoal.domain.model import ROLE_MASTER, Node, NodeState
 from shoal.drivers.contract import MachineSpec, PlacementGroup, PlacementPolicy
 
 
-def machine_spec(p: Pass, node: Node, api_url: str) -> MachineSpec:
+def machine_spec(
+    p: Pass, node: Node, api_url: str, token: Callable[[str], str] | None = None
+) -> MachineSpec:
     """The spec of `node`'s machine (its uuid is the machine id)."""
     g, a = p.snap.group, p.snap.cluster_attrs
     spec = g.spec
@@ -35,7 +37,11 @@ def machine_spec(p: Pass, node: Node, api_url: str) -> MachineSpec:
         availability_zone=node.availability_zone,
         docker_volume_size=docker_volume,
         labels=dict(spec.node_labels),
-        user_data=bootstrap.user_data(identity, api_url) if node.name else None,
+        user_data=(
+            bootstrap.user_data(identity, api_url, token(node.uuid) if token else None)
+            if node.name
+            else None
+        ),
         keypair=a.get("keypair"),
         networks=spec.networks or ((str(network),) if network else ()),
         security_groups=spec.security_groups,

@@ -15,7 +15,14 @@ from shoal.db import outcomes, snapshots
 from shoal.domain import conditions as cond
 from shoal.domain import health
 from shoal.domain.model import Node, NodeState
-from shoal.drivers.contract import TAG_NODE, DriverError, Machine, MachineState, TransientError
+from shoal.drivers.contract import (
+    TAG_NODE,
+    DriverError,
+    Feature,
+    Machine,
+    MachineState,
+    TransientError,
+)
 
 LIVE = (NodeState.PENDING, NodeState.BUILDING, NodeState.ACTIVE)
 
@@ -51,10 +58,19 @@ class Pass:
     unhealthy: list[Node] = field(default_factory=list)  # were ready; machine failed or gone
     repairs_stopped: str | None = None  # why, when the health policy's breaker tripped
     waiting_until: datetime | None = None  # no create before then (failures, full zones)
+    look_again_by: datetime | None = None  # a deadline comes then (a repair rung's time)
     behind: int = 0  # live nodes not on the group's revision
     rollout: str | None = None  # rolling, waiting, paused, aborted or stalled (rollout.py)
     rollout_note: str = ""  # what the rollout does or waits for, for a person
+    operation_note: str = ""  # how the group's operation goes, for a person
+    driver_ops: list[Any] = field(default_factory=list)  # operate.DriverOp: act calls them
+    features: frozenset[Feature] = frozenset()  # what the group's provider can do
+    agents_expected: bool = False  # its provider's nodes run shoal-agent
     _updates: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    def look_again(self, at: datetime) -> None:
+        """Be due again by `at` at the latest (a timeout that ends then)."""
+        self.look_again_by = at if self.look_again_by is None else min(self.look_again_by, at)
 
     @classmethod
     def start(

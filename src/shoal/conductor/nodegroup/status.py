@@ -48,7 +48,8 @@ def conclude(ctx: Context, p: Pass, permanent: str | None = None) -> None:
     g, now = p.snap.group, p.now
     retry_events(p)
     p.errors.extend(p.delete_errors.values())
-    rolling = p.rollout in ("rolling", "waiting", "paused")
+    operating = p.snap.operation is not None and p.w.operation is None
+    rolling = p.rollout in ("rolling", "waiting", "paused") or operating
     nodes = list(p.nodes.values())
     live = [n for n in nodes if n.state is not NodeState.DELETING]
     ready = sum(1 for n in live if n.state is NodeState.ACTIVE)
@@ -92,6 +93,7 @@ def conclude(ctx: Context, p: Pass, permanent: str | None = None) -> None:
             reason = f"timed out after {limit.total_seconds() / 60:g} minutes: {reason}"
             conds = cond.set_false(conds, cond.READY, cond.TIMED_OUT, reason, now)
     conds = _up_to_date(p, conds)
+    conds = _healthy(p, conds)
     new_status = st.derive(g.status, outcome)
     _events(p, new_status, reason, ready)
     if outcome is st.Outcome.COMPLETE:
@@ -100,7 +102,7 @@ def conclude(ctx: Context, p: Pass, permanent: str | None = None) -> None:
         nxt = None
     elif p.rollout == "paused":
         nxt = ctx.requeue_at(now, ctx.settings.sweep_seconds)  # held: nothing moves
-    elif p.rollout == "waiting":
+    elif p.rollout == "waiting" or operating:
         nxt = ctx.requeue_at(now, ctx.settings.requeue_seconds)  # for the others to finish
     elif p.waiting_until is not None:
         # Machines keep failing, or no zone has room: look again when the wait ends,
@@ -123,6 +125,8 @@ def conclude(ctx: Context, p: Pass, permanent: str | None = None) -> None:
         nxt = max(now, ctx.now())
     else:
         nxt = ctx.requeue_at(now, recheck_in(ctx, p))
+    if nxt is not None and p.look_again_by is not None:
+        nxt = min(nxt, max(p.look_again_by, now))
     memory = p.memory.to_json() if p.memory != p.snap.memory else None
     p.w.status = outcomes.StatusWrite(
         g.generation,
@@ -192,6 +196,8 @@ def _in_progress(
         )
     if p.rollout == "rolling":
         return cond.ROLLING_OUT, f"rolling out: {p.rollout_note}; {progress}"
+    if p.operation_note:
+        return cond.OPERATING, f"{p.operation_note}; {progress}"
     return (cond.SCALING_DOWN if scaling_down else cond.PROVISIONING), progress
 
 
@@ -217,6 +223,17 @@ def _clock_start(started: datetime, conds: tuple[Condition, ...]) -> datetime:
     ready = cond.get(conds, cond.READY)
     since = ready.last_transition if ready is not None else None
     return max(started, since) if since is not None else started
+
+
+def _healthy(p: Pass, conds: tuple[Condition, ...]) -> tuple[Condition, ...]:
+    """Healthy: no node is unhealthy (failed after it was ready, its agent silent) or
+    being repaired; the message names them and why (Magnum's health_status_reason)."""
+    sick = {n.name: n.reason or "unhealthy" for n in p.unhealthy}
+    sick.update({n.name: n.reason or "being repaired" for n in p.nodes.values() if n.repair_step})
+    if not sick:
+        return cond.set_true(conds, cond.HEALTHY, cond.AS_EXPECTED, "", p.now)
+    text = "; ".join(f"{name}: {why}" for name, why in sorted(sick.items())[:20])
+    return cond.set_false(conds, cond.HEALTHY, cond.UNHEALTHY_NODES, text, p.now)
 
 
 # The UpToDate condition's reason for each rollout state (rollout.py).

@@ -100,6 +100,6 @@ class AdminOps(WorldStore):
     def reset(self) -> None:
         """An empty world: no servers, quotas or faults; config from this process's settings."""
         with self._txn(write=True) as conn:
-            for t in (tables.servers, tables.quotas, tables.usage, tables.faults):
+            for t in (tables.servers, tables.user_data, tables.quotas, tables.usage, tables.faults):
                 conn.execute(delete(t))
             self._store_config(conn, SimConfig.from_settings(self._settings, self._clock.now()))

@@ -59,6 +59,15 @@ servers = Table(
     Column("delete_failures", Integer, nullable=False, default=0),
 )
 
+# What each server was given to boot with (a cloud keeps it: Nova's user_data),
+# so that an emulated agent (or a test) can read a node's identity and token.
+user_data = Table(
+    "sim_user_data",
+    metadata,
+    Column("machine_id", String(64), primary_key=True),
+    Column("user_data", Text, nullable=False),
+)
+
 quotas = Table(
     "sim_quotas",
     metadata,

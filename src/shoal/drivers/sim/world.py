@@ -49,6 +49,7 @@ _TAG_COLUMNS = {
     contract.TAG_NODE: _S.c.node,
 }
 _U = tables.usage
+_UD = tables.user_data
 _ADD_USAGE = (
     update(_U)
     .where(_U.c.scope == bindparam("s"), _U.c.key == bindparam("k"))
@@ -181,6 +182,19 @@ class SimWorld(AdminOps):
                 out.append(s)
         return out
 
+    def user_data(self, machine_id: str) -> str | None:
+        """What server `machine_id` was given to boot with (admin: no latency)."""
+        with self._txn(write=False) as conn:
+            return conn.scalar(select(_UD.c.user_data).where(_UD.c.machine_id == machine_id))
+
+    def booted_with(self) -> list[tuple[str, str]]:
+        """(machine id, user data) of every ready server that was given user data: the
+        nodes whose agents an emulation runs (admin: no latency)."""
+        ready = {s.machine_id for s in self.servers(state=MachineState.ACTIVE.value)}
+        with self._txn(write=False) as conn:
+            rows = conn.execute(select(_UD.c.machine_id, _UD.c.user_data)).all()
+        return [(m, u) for m, u in rows if m in ready]
+
     def servers(
         self, cluster: str | None = None, nodegroup: str | None = None, state: str | None = None
     ) -> list[SimServer]:
@@ -282,6 +296,9 @@ class SimWorld(AdminOps):
         )  # fmt: skip
         pk = conn.execute(_INSERT, values).inserted_primary_key
         assert pk is not None
+        if spec.user_data:
+            conn.execute(delete(_UD).where(_UD.c.machine_id == spec.machine_id))
+            conn.execute(insert(_UD).values(machine_id=spec.machine_id, user_data=spec.user_data))
         self._add_usage(conn, spec.project_id, az, need, +1)
         return view([pk[0] if c.name == "seq" else values[c.name] for c in _ROW], now)
 
