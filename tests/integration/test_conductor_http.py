@@ -245,10 +245,12 @@ def test_a_server_that_goes_to_error_is_replaced(api: Api) -> None:
 
 
 def test_api_address_is_known_while_workers_are_still_building(api: Api) -> None:
-    # Every worker boot ends in ERROR once, so workers take two boots; masters one.
+    # Worker boots end in ERROR four times (with the failure backoff between them,
+    # seconds), so workers are ready long after the one master is (a loaded test
+    # machine must not let them catch up).
     api.ok("PATCH", "/sim/config", json={"boot_seconds": 1.0, "jitter": 0})
     api.ok("POST", "/sim/faults", 201,
-           json={"kind": "server_error", "flavor": "m1.medium", "count": 2})  # fmt: skip
+           json={"kind": "server_error", "flavor": "m1.medium", "count": 4})  # fmt: skip
     cid = api.create("early", [
         {"name": "m", "role": "master", "flavor_id": "m1.small", "node_count": 1},
         {"name": "w", "flavor_id": "m1.medium", "node_count": 2},
