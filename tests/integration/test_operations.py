@@ -220,3 +220,34 @@ def test_a_node_whose_agent_falls_silent_climbs_the_repair_ladder(tmp_path: Path
         assert [r.split("; ")[-1].split()[0] for r in reasons] == [
             "rebooting", "rebuilding", "replacing",
         ]  # fmt: skip
+
+
+def test_when_most_agents_fall_silent_repairs_stop_and_say_so(tmp_path: Path) -> None:
+    with env_at(f"sqlite:///{tmp_path / 'shoal.db'}", agents=True) as env:
+        policy = {"startup_timeout_s": 60, "unhealthy_timeout_s": 30}
+        groups = [
+            WORKERS[0],
+            {"name": "w", "flavor_id": "m1.small", "node_count": 4, "health_policy": policy},
+        ]
+        cid = env.create("mass", groups)
+        env.step_until(env.complete(cid))
+        everyone = [n.uuid for n in env.nodes(cid, "w")]
+        with env.db.write() as s:  # every agent reported once
+            for uid in everyone:
+                op_repo.heartbeat(s, uid, utcnow() + env.skew[0])
+        for _ in range(10):  # then two of the four stay silent (50 % > 40 %)
+            env.skew[0] += timedelta(seconds=10)
+            with env.db.write() as s:
+                for uid in everyone[:2]:
+                    op_repo.heartbeat(s, uid, utcnow() + env.skew[0])
+            env.conductor.run_once()
+            time.sleep(0.02)
+        g = env.group(cid, "w")
+        assert g.status.endswith("FAILED"), g.status
+        assert "repairs stopped: 2 of 4 node(s) are unhealthy" in (g.status_reason or "")
+        assert "max_unhealthy_percent" in (g.status_reason or "")
+        calls = env.world.api_calls()
+        assert not calls.get("reboot") and not calls.get("rebuild")  # nothing was touched
+        assert {n.uuid for n in env.nodes(cid, "w")} == set(everyone)
+        status, reason = cond.health_status(g.conditions)
+        assert status == "UNHEALTHY" and "has not reported" in reason["nodes"]
