@@ -108,5 +108,5 @@ def test_shoal_driver_names_what_is_wrong(driver: str, says: str) -> None:
 
 
 def test_a_driver_that_is_not_available_yet_is_refused_in_the_file(tmp_path: Path) -> None:
-    with pytest.raises(SettingsError, match=r"providers\[0\]\.driver='libvirt': that driver"):
-        _settings(tmp_path, "providers:\n  - {name: a, driver: libvirt}\n")
+    with pytest.raises(SettingsError, match=r"providers\[0\]\.driver='openstack': that driver"):
+        _settings(tmp_path, "providers:\n  - {name: a, driver: openstack}\n")
