@@ -17,6 +17,7 @@ import contextlib
 import dataclasses
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 from typing import Any
@@ -346,7 +347,12 @@ class LibvirtDriver:
 
     def _find(self, machine_id: str, prefer: str | None) -> tuple[str, Any] | None:
         """The host and domain of `machine_id`, asking the host it was last seen on and
-        `prefer` first, then the others (one lookup each)."""
+        `prefer` first, then the others (one lookup each). An id that is not a UUID
+        names no domain."""
+        try:
+            uuid.UUID(machine_id)
+        except ValueError:
+            return None
         first = [h for h in (self._where.get(machine_id), prefer) if h in self.hosts.settings]
         order = list(dict.fromkeys([*first, *self.hosts.names]))
         for host in order:

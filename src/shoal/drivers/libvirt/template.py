@@ -66,14 +66,25 @@ def load(settings: LibvirtSettings) -> str:
         text = path.read_text()
     except OSError as exc:
         raise ValueError(f"domain_template {path}: cannot read it ({exc.strerror})") from exc
-    sample = {name: "1" for name in xmlrender.placeholders(text) if name not in FRAGMENTS}
     try:
-        xmlrender.render(text, {**sample, "name": "check", "domain_type": "kvm"}, FRAGMENTS)
+        xmlrender.render(text, _sample(settings), FRAGMENTS)
     except xmlrender.TemplateError as exc:
         raise ValueError(f"domain_template {path}: {exc}") from exc
     if "{metadata}" not in text:
         raise ValueError(f"domain_template {path}: it must place {{metadata}} in <metadata>")
     return text
+
+
+def _sample(settings: LibvirtSettings) -> Mapping[str, Any]:
+    """The attributes of a made-up machine (the first flavor and image): every
+    attribute the driver gives has a value, so what renders empty here is a placeholder
+    the driver never fills."""
+    flavor = settings.flavors[0] if settings.flavors else LibvirtFlavor("f")
+    image = settings.images[0] if settings.images else LibvirtImage("i", kernel="/k")
+    spec = MachineSpec("00000000-0000-0000-0000-000000000000", "check", "p", "c", "g",
+                       "worker", flavor.name, image.name)  # fmt: skip
+    d = Domain("host", flavor, image, "52:54:00:00:00:00", "/disk.qcow2", "")
+    return attributes(settings, spec, d)
 
 
 def mac_for(machine_id: str, taken: Collection[str]) -> str:
