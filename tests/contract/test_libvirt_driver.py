@@ -200,8 +200,8 @@ def test_a_disk_image_gets_an_overlay_that_goes_with_the_domain(conn: Any, make:
     assert f"{s.machine_id}.qcow2" not in pool.listVolumes()
     assert d.list_machines({contract.TAG_NODE: s.machine_id}) == []
     missing = spec(flavor_id="m1.small", image_id="gone", availability_zone="h1")
-    d2 = make(images=(*settings().images, dataclasses.replace(settings().images[0],
-                                                                name="gone", disk="nope.qcow2")))  # fmt: skip
+    gone = dataclasses.replace(settings().images[0], name="gone", disk="nope.qcow2")
+    d2 = make(images=(*settings().images, gone))
     with pytest.raises(PermanentError, match="base disk 'nope.qcow2' is not in storage pool"):
         d2.ensure_machine(missing)
 
