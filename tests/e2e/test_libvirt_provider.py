@@ -1,0 +1,112 @@
+"""Real tiny VMs through shoal: a `shoal serve` process whose config file names a libvirt
+provider on the project's own libvirtd + QEMU (tests/harness/libvirt), driven over HTTP.
+
+The cluster's nodes boot as real domains, answer HTTP on the addresses shoal reports
+with their own node names, and hold the user data shoal rendered for them; a node named
+in a resize goes, exactly that one; deleting the cluster leaves no domain and no disk.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.harness.libvirt import LibvirtHost
+from tests.harness.libvirt.provider import FLAVOR, IMAGE, prepare
+from tests.support.libvirt_host import require_libvirt_python
+from tests.support.process import serving, shoal_env
+from tests.support.server import free_port
+
+LATEST = {"OpenStack-API-Version": "container-infra latest"}
+
+
+def wait(check: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out after {timeout:.0f}s: {what}"
+        time.sleep(0.3)
+
+
+def nodes(c: httpx.Client, cluster: str) -> list[dict[str, Any]]:
+    return list(c.get(f"/clusters/{cluster}/nodes").json()["nodes"])
+
+
+def domains(host: LibvirtHost) -> list[str]:
+    done = host.virsh("list", "--all", "--name")
+    assert done.returncode == 0, done.stderr
+    return sorted(filter(None, map(str.strip, done.stdout.splitlines())))
+
+
+@pytest.mark.libvirt
+@pytest.mark.xdist_group("libvirt")
+def test_tiny_vms_boot_through_shoal_answer_and_go(
+    libvirt_host: LibvirtHost, tmp_path: Path
+) -> None:
+    require_libvirt_python()
+    setup = prepare(libvirt_host, tmp_path)
+    env = shoal_env(
+        tmp_path / "data",
+        SHOAL_CONFIG=str(setup.config),
+        SHOAL_CONDUCTOR_REQUEUE_SECONDS="0.5",
+    )
+    port = free_port()
+    with serving(env, port, tmp_path / "serve.log"):
+        c = httpx.Client(base_url=f"http://127.0.0.1:{port}/v1", headers=LATEST, timeout=30)
+        assert [p["name"] for p in c.get("/providers").json()["providers"]] == ["lv"]
+        body = {
+            "name": "vms",
+            "image_id": IMAGE,
+            "provider": "lv",
+            "node_groups": [
+                {"name": "m", "role": "master", "flavor_id": FLAVOR, "node_count": 1},
+                {"name": "w", "flavor_id": FLAVOR, "node_count": 3},
+            ],
+        }
+        r = c.post("/clusters", json=body)
+        assert r.status_code == 202, r.text
+        wait(
+            lambda: c.get("/clusters/vms").json()["status"] == "CREATE_COMPLETE",
+            240,
+            f"create: {c.get('/clusters/vms').json().get('status_reason')}",
+        )
+        made = nodes(c, "vms")
+        assert len(made) == 4 and all(n["address"] for n in made), made
+        assert sorted(n["name"] for n in made) == domains(libvirt_host)
+        assert len(setup.disks()) == 4  # one overlay per machine
+        for n in made:
+            # each VM answers on the address shoal reports, with its own node name...
+            assert libvirt_host.wait_http(n["address"], timeout=60).strip() == n["name"]
+            # ...and holds the user data shoal rendered for it (from the kernel command line)
+            seed = libvirt_host.wait_http(n["address"], "/seed/user-data", timeout=10)
+            assert seed.startswith("#cloud-config\n")
+            identity = json.loads(json.loads(seed.split("\n", 1)[1])["write_files"][0]["content"])
+            assert (identity["node"], identity["name"]) == (n["uuid"], n["name"])
+            meta = libvirt_host.wait_http(n["address"], "/seed/meta-data", timeout=10)
+            assert f"instance-id: {n['uuid']}" in meta
+
+        assert {n["availability_zone"] for n in made} == {"h1"}
+        victim = [n for n in made if n["nodegroup_name"] == "w"][1]
+        r = c.post(
+            "/clusters/vms/actions/resize",
+            json={"node_count": 2, "nodegroup": "w", "nodes_to_remove": [victim["name"]]},
+        )
+        assert r.status_code == 202, r.text
+        wait(lambda: victim["name"] not in domains(libvirt_host), 120, "the named VM to go")
+        wait(lambda: c.get("/clusters/vms").json()["status"] == "UPDATE_COMPLETE", 120, "resize")
+        left = {n["name"] for n in nodes(c, "vms")}
+        assert left == {n["name"] for n in made} - {victim["name"]}  # exactly that one went
+        assert sorted(left) == domains(libvirt_host)
+        assert libvirt_host.http_get(victim["address"], timeout=1) is None
+        for n in made:
+            if n["name"] != victim["name"]:
+                assert libvirt_host.http_get(n["address"]).strip() == n["name"]
+
+        assert c.delete("/clusters/vms").status_code == 204
+        wait(lambda: c.get("/clusters/vms").status_code == 404, 120, "cluster delete")
+        assert domains(libvirt_host) == []
+        assert setup.disks() == []  # the base disk only: no machine's disk is left
