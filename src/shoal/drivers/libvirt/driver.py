@@ -37,7 +37,7 @@ from shoal.drivers.libvirt import errors, facts, placement, template, volumes
 from shoal.drivers.libvirt.facts import XMLNS, Meta
 from shoal.drivers.libvirt.hosts import Hosts
 from shoal.drivers.libvirt.listing import Looker, Seen
-from shoal.settings import LibvirtSettings
+from shoal.settings import LibvirtFlavor, LibvirtImage, LibvirtSettings
 
 FEATURES = frozenset({Feature.REBOOT, Feature.REBUILD})
 # A domain shoal defined but that does not run yet (its start is on its way) reads as
@@ -62,10 +62,13 @@ class LibvirtDriver:
         self.flavors = {f.name: f for f in settings.flavors}
         self.images = {i.name: i for i in settings.images}
         self.clock = clock
-        self._uses: dict[str, placement.Use] = {}
+        # per host: the use as last looked at, and the domains that look saw
+        self._looked: dict[str, tuple[placement.Use, frozenset[str]]] = {}
+        # per host: machines being made by this process, not yet seen in a look
+        self._pending: dict[str, dict[str, tuple[LibvirtFlavor, str]]] = {}
         self._where: dict[str, str] = {}  # machine id -> host, as last seen
-        self._place_lock = threading.Lock()  # a spec naming no host: choose and define
-        self._host_locks = {h: threading.Lock() for h in self.hosts.names}
+        self._place_lock = threading.Lock()  # choosing a host and reserving room there
+        self._host_locks = {h: threading.Lock() for h in self.hosts.names}  # rebuilds
         self._machine_locks: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
 
@@ -122,17 +125,15 @@ class LibvirtDriver:
         with self._machine(spec.machine_id):
             found = self._find(spec.machine_id, spec.availability_zone)
             if found is None:
-                host, dom = self._create(spec)
+                host, seen = self._create(spec)
             else:
-                host, dom = found
-            seen = self._seen(host, dom)
+                host, seen = found[0], self._seen(*found)
             if seen.facts.meta is None:
                 raise PermanentError(
                     f"a domain with uuid {spec.machine_id} on libvirt host {host} is not shoal's"
                 )
             if not seen.running and not seen.facts.meta.fault:
-                self._start(host, seen)
-                seen = self._seen(host, dom)
+                seen = self._start(host, seen)
             return self._as_machine(host, seen, None)
 
     def delete_machine(self, machine_id: str) -> None:
@@ -153,14 +154,17 @@ class LibvirtDriver:
                 raise TransientError(exc.reason) from exc
             with self._lock:
                 self._where.pop(machine_id, None)
-                self._uses.pop(found[0] if found else "", None)
+                self._looked.pop(found[0] if found else "", None)
 
     def list_machines(self, tags: Mapping[str, str]) -> list[Machine]:
         """shoal's machines whose tags include `tags`: one listing per host (plus one
         lease table per host while machines wait for an address). TransientError."""
         out: list[Machine] = []
         for host in self.hosts.names:
-            seen = self._look(host)
+            seen = self.looker.look(host)
+            use = placement.use_of(((s.facts, s.running) for s in seen), self.flavors)
+            with self._lock:
+                self._looked[host] = (use, frozenset(s.facts.uuid for s in seen))
             for s in seen:
                 meta = s.facts.meta
                 if meta is None or any(meta.tags.get(k) != v for k, v in tags.items()):
@@ -203,44 +207,60 @@ class LibvirtDriver:
             with self._host_locks[host]:
                 self.hosts.call(host, lambda _c: _destroy(dom))
                 mac = seen.facts.macs[0] if seen.facts.macs else template.mac_for(machine_id, ())
-                dom = self._define(host, spec, flavor, image, mac, new_meta)
-            self._start(host, self._seen(host, dom))
+                dom, made = self._define(host, spec, flavor, image, mac, new_meta)
+                self.looker.remember(host, made)
+            self._start(host, Seen(dom, made, False))
 
     def close(self) -> None:
         self.hosts.close()
 
     # ------------------------------------------------------------------ making one
-    def _create(self, spec: MachineSpec) -> tuple[str, Any]:
+    def _create(self, spec: MachineSpec) -> tuple[str, Seen]:
+        """Reserve room on a host, define the domain there (not started yet)."""
         flavor = self.flavors[spec.flavor_id]
         group = spec.placement_group.name if spec.placement_group else ""
+        host = self._reserve(spec, flavor, group)
+        try:
+            return host, self._define_checked(host, spec, flavor, group)
+        finally:
+            with self._lock:
+                self._pending.get(host, {}).pop(spec.machine_id, None)
+
+    def _reserve(self, spec: MachineSpec, flavor: LibvirtFlavor, group: str) -> str:
+        """The host for `spec` (its zone, or the emptiest with room), with the machine's
+        room reserved in this process until its domain shows in a look (so parallel
+        creates never overbook between them). The lock covers only this bookkeeping:
+        overlays, defines and starts run in parallel. BlockedError when none has room."""
         strict = bool(spec.placement_group and spec.placement_group.policy in STRICT)
-        if spec.availability_zone is None:
-            with self._place_lock:
-                uses = {h: self._use(h) for h in self.hosts.names}
+        with self._place_lock:
+            if spec.availability_zone is None:
                 hosts = list(self.hosts.settings.values())
+                uses = {h: self._use(h) for h in self.hosts.names}
                 chosen, why = placement.choose(hosts, uses, flavor, group, strict)
-                if chosen is None:
+                if chosen is None:  # what this process saw may be old: look again
                     uses = {h: self._use(h, fresh=True) for h in self.hosts.names}
                     chosen, why = placement.choose(hosts, uses, flavor, group, strict)
                 if chosen is None:
                     raise BlockedError(f"No valid host was found: {why}", BlockedKind.NO_VALID_HOST)
-                with self._host_locks[chosen]:
-                    return chosen, self._define_checked(chosen, spec, flavor, group)
-        host = spec.availability_zone
-        with self._host_locks[host]:
-            refused = self._refusal(host, flavor, group, strict, self._use(host))
-            if refused is not None:
-                refused = self._refusal(host, flavor, group, strict, self._use(host, fresh=True))
-            if refused is not None:
-                raise BlockedError(
-                    f"No valid host was found: host {host} {refused}",
-                    BlockedKind.NO_VALID_HOST,
-                    az=host,
-                )
-            return host, self._define_checked(host, spec, flavor, group)
+                host = chosen
+            else:
+                host = spec.availability_zone
+                refused = self._refusal(host, flavor, group, strict, self._use(host))
+                if refused is not None:
+                    fresh = self._use(host, fresh=True)
+                    refused = self._refusal(host, flavor, group, strict, fresh)
+                if refused is not None:
+                    raise BlockedError(
+                        f"No valid host was found: host {host} {refused}",
+                        BlockedKind.NO_VALID_HOST,
+                        az=host,
+                    )
+            with self._lock:
+                self._pending.setdefault(host, {})[spec.machine_id] = (flavor, group)
+            return host
 
     def _refusal(
-        self, host: str, flavor: Any, group: str, strict: bool, use: placement.Use
+        self, host: str, flavor: LibvirtFlavor, group: str, strict: bool, use: placement.Use
     ) -> str | None:
         h = self.hosts.settings[host]
         full = placement.over(h, use.plus(flavor, group))
@@ -250,27 +270,37 @@ class LibvirtDriver:
             return f"already holds a machine of placement group {group} (anti-affinity)"
         return None
 
-    def _define_checked(self, host: str, spec: MachineSpec, flavor: Any, group: str) -> Any:
-        """Define the domain (its host's lock held), then look at the host again: when
-        someone else filled it meanwhile, mark the new machine failed for no valid host."""
+    def _define_checked(
+        self, host: str, spec: MachineSpec, flavor: LibvirtFlavor, group: str
+    ) -> Seen:
+        """Define the domain, then look at the host again: when someone else (another
+        shoal process, another tenant) filled it meanwhile, the new machine is marked
+        failed for no valid host and never started."""
         image = self.images[spec.image_id]
-        taken = {m for s in self.looker.look(host, addresses=False) for m in s.facts.macs}
-        mac = template.mac_for(spec.machine_id, taken)
+        mac = template.mac_for(spec.machine_id, self.looker.macs(host))
         meta = Meta(spec.tags, flavor.name, image.name, host, self.clock(), group,
                     role=spec.role, user_data=spec.user_data or "")  # fmt: skip
-        dom = self._define(host, spec, flavor, image, mac, meta)
+        dom, made = self._define(host, spec, flavor, image, mac, meta)
+        self.looker.remember(host, made)
         with self._lock:
             self._where[spec.machine_id] = host
-        use = self._use(host, fresh=True)
-        full = placement.over(self.hosts.settings[host], use)
+        full = placement.over(self.hosts.settings[host], self._use(host, fresh=True))
         if full is not None:
             fault = f"No valid host was found: host {host} was filled meanwhile ({full})"
-            self._set_fault(host, dom, meta, fault, BlockedKind.NO_VALID_HOST)
-        return dom
+            meta = self._set_fault(host, dom, meta, fault, BlockedKind.NO_VALID_HOST)
+            made = dataclasses.replace(made, meta=meta)
+        return Seen(dom, made, False)
 
     def _define(
-        self, host: str, spec: MachineSpec, flavor: Any, image: Any, mac: str, meta: Meta
-    ) -> Any:
+        self,
+        host: str,
+        spec: MachineSpec,
+        flavor: LibvirtFlavor,
+        image: LibvirtImage,
+        mac: str,
+        meta: Meta,
+    ) -> tuple[Any, facts.Facts]:
+        """The overlay and the domain, defined; the domain's facts from the XML sent."""
         pool = self.settings.pool
         disk = None
         if image.disk:
@@ -281,18 +311,20 @@ class LibvirtDriver:
         d = template.Domain(host, flavor, image, mac, disk, meta.xml())
         try:
             xml = template.render(self.template, self.settings, spec, d)
-            return self.hosts.call(host, lambda c: c.defineXML(xml))
+            return self.hosts.call(host, lambda c: c.defineXML(xml)), facts.parse(xml)
         except BaseException:
             if disk is not None:
                 with contextlib.suppress(Exception):
                     self.hosts.call(host, lambda c: volumes.delete_all(c, pool, spec.machine_id))
             raise
 
-    def _start(self, host: str, seen: Seen, clear_fault: bool = False) -> None:
+    def _start(self, host: str, seen: Seen, clear_fault: bool = False) -> Seen:
+        """Start the domain; a start that fails leaves it defined, its fault recorded.
+        The domain as it is then."""
         meta = seen.facts.meta
         assert meta is not None
         if clear_fault and meta.fault:
-            self._set_fault(host, seen.dom, meta, "", None)
+            meta = self._set_fault(host, seen.dom, meta, "", None)
 
         def go(_conn: Any) -> Exception | None:
             try:
@@ -307,36 +339,40 @@ class LibvirtDriver:
             return None
 
         failed = self.hosts.call(host, go)
-        if failed is not None:
-            fault, no_room = errors.start_fault(failed, host)
-            kind = BlockedKind.NO_VALID_HOST if no_room else None
-            self._set_fault(host, seen.dom, meta, fault, kind)
+        if failed is None:
+            return Seen(seen.dom, dataclasses.replace(seen.facts, meta=meta), True)
+        fault, no_room = errors.start_fault(failed, host)
+        kind = BlockedKind.NO_VALID_HOST if no_room else None
+        meta = self._set_fault(host, seen.dom, meta, fault, kind)
+        return Seen(seen.dom, dataclasses.replace(seen.facts, meta=meta), False)
 
     def _set_fault(
         self, host: str, dom: Any, meta: Meta, fault: str, kind: BlockedKind | None
-    ) -> None:
+    ) -> Meta:
         new = dataclasses.replace(meta, fault=fault, fault_kind=kind)
         xml = new.xml(namespaced=False)
         self.hosts.call(
             host, lambda _c: dom.setMetadata(METADATA_ELEMENT, xml, "shoal", XMLNS, AFFECT_CONFIG)
         )
+        return new
 
     # ------------------------------------------------------------------ looking
-    def _look(self, host: str) -> list[Seen]:
-        seen = self.looker.look(host)
-        use = placement.use_of(((s.facts, s.running) for s in seen), self.flavors)
-        with self._lock:
-            self._uses[host] = use
-        return seen
-
     def _use(self, host: str, fresh: bool = False) -> placement.Use:
-        """What is placed on `host`: as last seen, or (`fresh`, or never seen) now."""
-        use = None if fresh else self._uses.get(host)
-        if use is None:
-            seen = self.looker.look(host, addresses=False)
+        """What is placed on `host`: as last looked at (or, `fresh` or never looked at,
+        now), plus what this process has reserved there and not yet seen defined."""
+        looked = None if fresh else self._looked.get(host)
+        if looked is None:
+            seen = self.looker.look(host, exact=False)
             use = placement.use_of(((s.facts, s.running) for s in seen), self.flavors)
+            looked = (use, frozenset(s.facts.uuid for s in seen))
             with self._lock:
-                self._uses[host] = use
+                self._looked[host] = looked
+        use, ids = looked
+        with self._lock:
+            pending = list(self._pending.get(host, {}).items())
+        for mid, (flavor, group) in pending:
+            if mid not in ids:
+                use = use.plus(flavor, group)
         return use
 
     def _seen(self, host: str, dom: Any) -> Seen:

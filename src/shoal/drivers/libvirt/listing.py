@@ -3,8 +3,10 @@ addresses of shoal's running machines (one `DHCPLeases` of the network), kept by
 
 A running domain's XML is read once per boot and kept: its id changes when it is
 started again (a rebuild), so a cached read is never stale; a domain that is not
-running is read at every look (there are few, and a fault may have been written to
-it). Addresses come from the DHCP leases of the provider's network, matched by MAC:
+running is read at every look that lists machines (there are few, and a fault may have
+been written to it). A look for capacity alone reads only domains it never saw: sizes
+and MACs do not change, and reading a domain that is being started waits for its start.
+Addresses come from the DHCP leases of the provider's network, matched by MAC:
 the network's dnsmasq is the one that handed them out, so they are known as soon as a
 guest asks, with no agent in the guest and one call per host. A host whose driver
 keeps no leases (the test driver) is asked per domain instead.
@@ -41,12 +43,26 @@ class Looker:
         self.hosts = hosts
         self.network = network
         self._facts: dict[str, dict[tuple[str, int], facts.Facts]] = {}
+        self._by_uuid: dict[str, dict[str, facts.Facts]] = {}  # what each domain was seen as
         self._addresses: dict[str, dict[str, str]] = {}  # host -> MAC -> address
         self._lock = threading.Lock()
 
-    def look(self, host: str, *, addresses: bool = True) -> list[Seen]:
-        """Every domain on `host` (shoal's or not). TransientError or PermanentError."""
+    def remember(self, host: str, domain: facts.Facts) -> None:
+        """A domain shoal just defined, as its XML says (no need to read it back)."""
+        with self._lock:
+            self._by_uuid.setdefault(host, {})[domain.uuid] = domain
+
+    def macs(self, host: str) -> set[str]:
+        """The MACs of the domains on `host` as last seen (or remembered)."""
+        with self._lock:
+            return {m for f in self._by_uuid.get(host, {}).values() for m in f.macs}
+
+    def look(self, host: str, *, exact: bool = True) -> list[Seen]:
+        """Every domain on `host` (shoal's or not), for listing machines (`exact`: with
+        their current faults, and addresses), or for capacity only. TransientError or
+        PermanentError."""
         known = self._facts.get(host, {})
+        by_uuid = self._by_uuid.get(host, {})
 
         def go(conn: Any) -> list[Seen]:
             out: list[Seen] = []
@@ -55,6 +71,8 @@ class Looker:
                 running = did != -1
                 key = (str(dom.UUIDString()).lower(), did)
                 got = known.get(key) if running else None
+                if got is None and not exact:
+                    got = by_uuid.get(key[0])
                 if got is None:
                     try:
                         got = facts.parse(dom.XMLDesc(0))
@@ -68,10 +86,11 @@ class Looker:
         seen = self.hosts.call(host, go)
         with self._lock:
             self._facts[host] = {s.key: s.facts for s in seen if s.running}
+            self._by_uuid[host] = {s.facts.uuid: s.facts for s in seen}
             old = self._addresses.get(host, {})
             macs = {m for s in seen for m in s.facts.macs}
             self._addresses[host] = {m: a for m, a in old.items() if m in macs}
-        if addresses:
+        if exact:
             self._learn_addresses(host, seen)
         return seen
 
