@@ -49,7 +49,9 @@ def plan(quick: bool) -> dict[str, Callable[[], list[Row]]]:
 
 
 def render(rows: list[Row], console: Console) -> None:
-    table = Table(title="shoal on the sim driver (real API + conductor processes)")
+    real = any(r.scenario.startswith("libvirt") for r in rows)
+    cloud = "real libvirt + QEMU" if real else "the sim driver"
+    table = Table(title=f"shoal on {cloud} (real API + conductor processes)")
     for col in (
         "scenario",
         "N",

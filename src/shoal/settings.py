@@ -149,6 +149,11 @@ class LibvirtSettings:
     console_dir: str | None = _opt(
         None, "directory on the host for each machine's serial console log (default: a pty)"
     )
+    scope: str = _opt(
+        "",
+        "this deployment's name on hosts that other shoal deployments share: each lists "
+        "(and sweeps) only the machines of its own scope",
+    )
 
     def problems(self) -> list[str]:
         """What is wrong with these settings, each as `key: message` (key relative)."""

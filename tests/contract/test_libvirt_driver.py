@@ -268,3 +268,15 @@ def test_a_template_with_new_variables_and_a_broken_one(tmp_path: Path, make: An
         registry.build(Settings(data_dir=tmp_path, providers=(ps,), default_provider="lv"))
     assert "provider 'lv': domain_template" in str(err.value)
     assert "line 6: <vcpu> must be a positive whole number, not '': <vcpu></vcpu>" in str(err.value)
+
+
+def test_deployments_sharing_a_host_see_only_their_own_but_count_all(make: Any) -> None:
+    small = LibvirtHostSettings("h1", URI, cores=64, ram_mb=8192 + 2048 + 2048)  # 'test' 8 GiB
+    a = make(hosts=(small,), scope="east")
+    b = make(hosts=(small,), scope="west")
+    mine = a.ensure_machine(spec(flavor_id="m1.small", availability_zone="h1"))
+    assert [m.machine_id for m in a.list_machines({})] == [mine.machine_id]
+    assert b.list_machines({}) == []  # west's sweeper never sees east's machine
+    b.ensure_machine(spec(flavor_id="m1.small", availability_zone="h1"))
+    with pytest.raises(BlockedError, match="RAM MiB 14336 of 12288"):  # east's counts too
+        b.ensure_machine(spec(flavor_id="m1.small", availability_zone="h1"))

@@ -128,9 +128,10 @@ class LibvirtDriver:
                 host, seen = self._create(spec)
             else:
                 host, seen = found[0], self._seen(*found)
-            if seen.facts.meta is None:
+            if seen.facts.meta is None or seen.facts.meta.scope != self.settings.scope:
                 raise PermanentError(
-                    f"a domain with uuid {spec.machine_id} on libvirt host {host} is not shoal's"
+                    f"a domain with uuid {spec.machine_id} on libvirt host {host} is not "
+                    "this deployment's"
                 )
             if not seen.running and not seen.facts.meta.fault:
                 seen = self._start(host, seen)
@@ -167,7 +168,9 @@ class LibvirtDriver:
                 self._looked[host] = (use, frozenset(s.facts.uuid for s in seen))
             for s in seen:
                 meta = s.facts.meta
-                if meta is None or any(meta.tags.get(k) != v for k, v in tags.items()):
+                if meta is None or meta.scope != self.settings.scope:
+                    continue  # not shoal's, or another deployment's
+                if any(meta.tags.get(k) != v for k, v in tags.items()):
                     continue
                 with self._lock:
                     self._where[s.facts.uuid] = host
@@ -279,7 +282,8 @@ class LibvirtDriver:
         image = self.images[spec.image_id]
         mac = template.mac_for(spec.machine_id, self.looker.macs(host))
         meta = Meta(spec.tags, flavor.name, image.name, host, self.clock(), group,
-                    role=spec.role, user_data=spec.user_data or "")  # fmt: skip
+                    role=spec.role, user_data=spec.user_data or "",
+                    scope=self.settings.scope)  # fmt: skip
         dom, made = self._define(host, spec, flavor, image, mac, meta)
         self.looker.remember(host, made)
         with self._lock:

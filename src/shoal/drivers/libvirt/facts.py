@@ -34,6 +34,7 @@ class Meta:
     fault_kind: BlockedKind | None = None
     role: str = ""
     user_data: str = ""  # kept for a rebuild, which renders the domain again
+    scope: str = ""  # the deployment's scope (LibvirtSettings.scope)
 
     def xml(self, *, namespaced: bool = True) -> str:
         """The metadata element: prefixed and with its namespace for a domain's XML, or
@@ -51,6 +52,7 @@ class Meta:
             ("placement-group", self.placement_group),
             ("role", self.role),
             ("user-data", self.user_data),
+            ("scope", self.scope),
         ):
             parts.append(f"<{p}{tag}>{escape(value)}</{p}{tag}>")
         if self.fault:
@@ -124,4 +126,5 @@ def _meta(el: ET.Element | None) -> Meta | None:
         fault_kind=BlockedKind(kind) if kind in {k.value for k in BlockedKind} else None,
         role=el.findtext("s:role", "", _NS),
         user_data=el.findtext("s:user-data", "", _NS),
+        scope=el.findtext("s:scope", "", _NS),
     )
