@@ -8,8 +8,10 @@ in a resize goes, exactly that one; deleting the cluster leaves no domain and no
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -110,3 +112,72 @@ def test_tiny_vms_boot_through_shoal_answer_and_go(
         wait(lambda: c.get("/clusters/vms").status_code == 404, 120, "cluster delete")
         assert domains(libvirt_host) == []
         assert setup.disks() == []  # the base disk only: no machine's disk is left
+
+
+@pytest.mark.libvirt
+@pytest.mark.xdist_group("libvirt")
+def test_reboot_and_rebuild_keep_the_address_on_a_real_host(
+    libvirt_host: LibvirtHost, tmp_path: Path
+) -> None:
+    """The driver alone on the real host: a reset guest and a rebuilt one come back on the
+    same DHCP address (the MAC is the machine's own), and a host filled by another tenant
+    after shoal looked fails the next machine instead of overbooking."""
+    require_libvirt_python()
+    from shoal.drivers.contract import BlockedKind, MachineSpec, MachineState
+    from shoal.drivers.libvirt.driver import LibvirtDriver
+    from shoal.settings import Settings
+
+    setup = prepare(libvirt_host, tmp_path, cores=2, ram_mb=256)
+    lv = Settings.from_env(env={"SHOAL_CONFIG": str(setup.config)}).providers[0].options
+    driver = LibvirtDriver(lv)
+    spec = MachineSpec("5e1f0000-0000-4000-8000-000000000001", "lv-reboot", "p", "c", "g",
+                       "worker", FLAVOR, IMAGE, "h1", user_data="#!/bin/sh\necho hi\n")  # fmt: skip
+
+    def up(timeout: float = 120) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            (m,) = driver.list_machines({"shoal-node": spec.machine_id})
+            if m.state is MachineState.ACTIVE and m.address:
+                return m.address
+            assert time.monotonic() < deadline, m
+            time.sleep(0.3)
+
+    def boots() -> int:
+        return libvirt_host.serial_log(spec.name).count("SHOAL-READY")
+
+    try:
+        driver.ensure_machine(spec)
+        addr = up()
+        assert libvirt_host.wait_http(addr, timeout=60).strip() == spec.name
+        wait(lambda: boots() == 1, 60, "first boot's console line")
+        assert "SHOAL-USERDATA rc=0" in libvirt_host.serial_log(spec.name)
+
+        driver.reboot_machine(spec.machine_id)
+        wait(lambda: boots() == 2, 120, "the guest to boot again after the reset")
+        assert up() == addr and libvirt_host.wait_http(addr, timeout=60).strip() == spec.name
+
+        driver.rebuild_machine(spec.machine_id, IMAGE)
+        assert up() == addr
+        assert libvirt_host.wait_http(addr, timeout=60).strip() == spec.name
+        seed = libvirt_host.wait_http(addr, "/seed/user-data", timeout=10)
+        assert seed == spec.user_data  # the rebuilt machine has the user data it was made with
+
+        # 256 MiB for shoal on h1: 96 are this VM's; another tenant takes the rest meanwhile
+        other = dataclasses.replace(spec, machine_id=str(uuid.uuid4()), name="lv-late")
+        driver.list_machines({})
+        conn = driver.hosts.connection("h1")
+        tenant = conn.defineXML(libvirt_host.domain_xml("tenant", address=libvirt_host.address(80)))
+        tenant.create()
+        try:
+            late = driver.ensure_machine(other)
+            assert late.state is MachineState.ERROR
+            assert late.fault_kind is BlockedKind.NO_VALID_HOST, late.fault
+            assert not conn.lookupByUUIDString(other.machine_id).isActive()  # never started
+        finally:
+            tenant.destroy()
+            tenant.undefine()
+            driver.delete_machine(other.machine_id)
+    finally:
+        driver.delete_machine(spec.machine_id)
+        driver.close()
+    assert domains(libvirt_host) == [] and setup.disks() == []
