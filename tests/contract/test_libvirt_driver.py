@@ -94,7 +94,7 @@ def spec(**over: Any) -> MachineSpec:
     mid = str(uuid.uuid4())
     values: dict[str, Any] = dict(
         machine_id=mid, name=f"lv-{mid[:8]}", project_id="p", cluster_id="c", nodegroup_id="g",
-        role="worker", flavor_id="s", image_id="tiny", availability_zone=None,
+        role="worker", flavor_id="s", image_id="tiny-2", availability_zone=None,
     )  # fmt: skip
     values.update(over)
     return MachineSpec(**values)
@@ -172,7 +172,7 @@ def test_the_domain_is_the_node_with_the_flavors_sizes_and_shoals_tags(
 def test_user_data_and_meta_data_ride_on_the_kernel_command_line(make: Any) -> None:
     d = make()
     user_data = "#cloud-config\n" + json.dumps({"hostname": "x", "write_files": []}) + "\n"
-    s = spec(flavor_id="m1.small", availability_zone="h1", user_data=user_data)
+    s = spec(flavor_id="m1.small", image_id="tiny", availability_zone="h1", user_data=user_data)
     d.ensure_machine(s)
     line = domain_xml(d, s.machine_id).findtext("os/cmdline") or ""
     words = line.split()
@@ -204,6 +204,20 @@ def test_a_disk_image_gets_an_overlay_that_goes_with_the_domain(conn: Any, make:
     d2 = make(images=(*settings().images, gone))
     with pytest.raises(PermanentError, match="base disk 'nope.qcow2' is not in storage pool"):
         d2.ensure_machine(missing)
+
+
+def test_a_host_that_cannot_take_the_seed_refuses_and_keeps_nothing(conn: Any, make: Any) -> None:
+    """A disk image's user data goes in a NoCloud seed ISO uploaded to the pool: the test
+    driver cannot upload, so the create is refused for good and leaves no disk behind
+    (the real host takes it: tests/e2e/test_libvirt_provider.py)."""
+    d = make()
+    s = spec(flavor_id="m1.small", image_id="base-disk", availability_zone="h1",
+             user_data="#cloud-config\n{}\n")  # fmt: skip
+    with pytest.raises(PermanentError, match="virStorageVolUpload"):
+        d.ensure_machine(s)
+    vols = conn.storagePoolLookupByName(POOL).listVolumes()
+    assert not [v for v in vols if v.startswith(s.machine_id)]
+    assert d.list_machines({contract.TAG_NODE: s.machine_id}) == []
 
 
 def test_another_tenant_filling_the_host_after_shoal_looked_fails_the_machine(

@@ -181,3 +181,58 @@ def test_reboot_and_rebuild_keep_the_address_on_a_real_host(
         driver.delete_machine(spec.machine_id)
         driver.close()
     assert domains(libvirt_host) == [] and setup.disks() == []
+
+
+@pytest.mark.libvirt
+@pytest.mark.xdist_group("libvirt")
+def test_a_disk_image_gets_its_user_data_as_a_nocloud_seed(
+    libvirt_host: LibvirtHost, tmp_path: Path
+) -> None:
+    """An image that boots from its disk gets a `cidata` ISO (meta-data, user-data) beside
+    its overlay, attached as a CD-ROM, as cloud-init's NoCloud reads it; both go with the
+    machine. (The test's base disk is blank: the VM runs but boots nothing.)"""
+    require_libvirt_python()
+    import io
+    import subprocess
+    import xml.etree.ElementTree as ET
+
+    import pycdlib
+
+    from shoal.drivers.contract import MachineSpec
+    from shoal.drivers.libvirt.driver import LibvirtDriver
+    from shoal.settings import Settings
+    from tests.harness.libvirt.provider import DISK_IMAGE
+
+    setup = prepare(libvirt_host, tmp_path)
+    lv = Settings.from_env(env={"SHOAL_CONFIG": str(setup.config)}).providers[0].options
+    driver = LibvirtDriver(lv)
+    user_data = "#cloud-config\n" + json.dumps({"hostname": "lv-disk"}) + "\n"
+    spec = MachineSpec(str(uuid.uuid4()), "lv-disk", "p", "c", "g", "worker", FLAVOR,
+                       DISK_IMAGE, "h1", user_data=user_data)  # fmt: skip
+    try:
+        driver.ensure_machine(spec)
+        assert setup.disks() == sorted([f"{spec.machine_id}-seed.iso", f"{spec.machine_id}.qcow2"])
+        iso = setup.pool_dir / f"{spec.machine_id}-seed.iso"
+        blkid = subprocess.run(["blkid", "-o", "export", str(iso)], capture_output=True, text=True)
+        assert "LABEL=cidata" in blkid.stdout and "TYPE=iso9660" in blkid.stdout, blkid
+        reader = pycdlib.PyCdlib()
+        reader.open(str(iso))
+        try:
+            got = {}
+            for name in ("user-data", "meta-data"):
+                out = io.BytesIO()
+                reader.get_file_from_iso_fp(out, joliet_path=f"/{name}")
+                got[name] = out.getvalue().decode()
+        finally:
+            reader.close()
+        assert got["user-data"] == user_data
+        assert got["meta-data"] == f"instance-id: {spec.machine_id}\nlocal-hostname: lv-disk\n"
+        conn = driver.hosts.connection("h1")
+        dom = conn.lookupByUUIDString(spec.machine_id)
+        assert dom.isActive()
+        cdrom = ET.fromstring(dom.XMLDesc(0)).find("devices/disk[@device='cdrom']/source")
+        assert cdrom is not None and cdrom.get("file") == str(iso)
+    finally:
+        driver.delete_machine(spec.machine_id)
+        driver.close()
+    assert domains(libvirt_host) == [] and setup.disks() == []

@@ -19,6 +19,7 @@ from tests.harness.libvirt.host import HostError, LibvirtHost
 POOL = "shoal-pool"
 BASE = "tiny-base.qcow2"
 IMAGE = "tiny"
+DISK_IMAGE = "blank"  # boots from its disk (an empty one: it never gets far), seed ISO
 FLAVOR = "tiny"
 CMDLINE = "console=ttyS0 quiet no_timer_check ip=dhcp"
 
@@ -106,6 +107,7 @@ def prepare(
           kernel: {host.kernel}
           initrd: {host.initrd}
           cmdline: "{CMDLINE}"
+        - {{name: {DISK_IMAGE}, disk: {BASE}}}
 """
     )
     return ProviderSetup(config, pool_dir, template)

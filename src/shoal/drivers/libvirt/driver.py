@@ -34,6 +34,7 @@ from shoal.drivers.contract import (
     TransientError,
 )
 from shoal.drivers.libvirt import errors, facts, placement, template, volumes
+from shoal.drivers.libvirt import seed as nocloud
 from shoal.drivers.libvirt.facts import XMLNS, Meta
 from shoal.drivers.libvirt.hosts import Hosts
 from shoal.drivers.libvirt.listing import Looker, Seen
@@ -312,14 +313,19 @@ class LibvirtDriver:
                            machine_id=spec.machine_id, image=image.name, base=image.disk,
                            disk_gb=flavor.disk_gb)  # fmt: skip
             disk = self.hosts.call(host, make)
-        d = template.Domain(host, flavor, image, mac, disk, meta.xml())
         try:
+            seed = None
+            if spec.user_data and not image.kernel:  # a disk image: a NoCloud seed ISO
+                data = nocloud.nocloud_iso(spec.machine_id, spec.name, spec.user_data)
+                upload = partial(volumes.upload_seed, pool_name=pool, host=host,
+                                 machine_id=spec.machine_id, data=data)  # fmt: skip
+                seed = self.hosts.call(host, upload)
+            d = template.Domain(host, flavor, image, mac, disk, meta.xml(), seed)
             xml = template.render(self.template, self.settings, spec, d)
             return self.hosts.call(host, lambda c: c.defineXML(xml)), facts.parse(xml)
         except BaseException:
-            if disk is not None:
-                with contextlib.suppress(Exception):
-                    self.hosts.call(host, lambda c: volumes.delete_all(c, pool, spec.machine_id))
+            with contextlib.suppress(Exception):  # the overlay or seed made before it failed
+                self.hosts.call(host, lambda c: volumes.delete_all(c, pool, spec.machine_id))
             raise
 
     def _start(self, host: str, seen: Seen, clear_fault: bool = False) -> Seen:

@@ -4,9 +4,10 @@
 Attributes a template may use: `name`, `uuid`, `domain_type`, `vcpus`, `memory_mib`,
 `network`, `mac`, `host`, `flavor`, `image`, `role`, `project`, `cluster`,
 `nodegroup`, `kernel`, `initrd`, `cmdline` (with the user data), `disk` (the overlay's
-path), and four XML fragments the driver writes: `metadata` (shoal's tags: a template
-must place it inside `<metadata>`, or shoal cannot find its machines), `boot` (kernel,
-initrd and command line, or boot from disk), `disks`, `console`.
+path), `seed` (the NoCloud seed ISO's path, for disk images), and four XML fragments
+the driver writes: `metadata` (shoal's tags: a template must place it inside
+`<metadata>`, or shoal cannot find its machines), `boot` (kernel, initrd and command
+line, or boot from disk), `disks` (the overlay, and the seed as a CD-ROM), `console`.
 """
 
 from __future__ import annotations
@@ -124,6 +125,7 @@ class Domain:
     mac: str
     disk: str | None  # the overlay's path on the host
     metadata: str  # shoal's metadata element, namespaced
+    seed: str | None = None  # the NoCloud seed ISO's path on the host (disk images)
 
 
 def attributes(settings: LibvirtSettings, spec: MachineSpec, d: Domain) -> Mapping[str, Any]:
@@ -140,6 +142,11 @@ def attributes(settings: LibvirtSettings, spec: MachineSpec, d: Domain) -> Mappi
         disks = (
             "<disk type='file' device='disk'><driver name='qemu' type='qcow2'/>"
             f"<source file={quoteattr(d.disk)}/><target dev='vda' bus='virtio'/></disk>"
+        )
+    if d.seed:
+        disks += (
+            "<disk type='file' device='cdrom'><driver name='qemu' type='raw'/>"
+            f"<source file={quoteattr(d.seed)}/><target dev='hdc' bus='ide'/><readonly/></disk>"
         )
     console = "<serial type='pty'><target port='0'/></serial>"
     if settings.console_dir:
@@ -164,6 +171,7 @@ def attributes(settings: LibvirtSettings, spec: MachineSpec, d: Domain) -> Mappi
         "initrd": im.initrd,
         "cmdline": line,
         "disk": d.disk,
+        "seed": d.seed,
         "metadata": d.metadata,
         "boot": boot,
         "disks": disks,

@@ -4,6 +4,7 @@ remote or not), named after the machine id and deleted with the domain."""
 
 from __future__ import annotations
 
+import contextlib
 import xml.etree.ElementTree as ET
 from typing import Any
 from xml.sax.saxutils import escape
@@ -18,9 +19,13 @@ def overlay_name(machine_id: str) -> str:
     return f"{machine_id}.qcow2"
 
 
+def seed_name(machine_id: str) -> str:
+    return f"{machine_id}-seed.iso"
+
+
 def names(machine_id: str) -> tuple[str, ...]:
     """Every volume a machine may own."""
-    return (overlay_name(machine_id),)
+    return (overlay_name(machine_id), seed_name(machine_id))
 
 
 def _pool(conn: Any, pool: str, host: str) -> Any:
@@ -73,6 +78,34 @@ def make_overlay(
         f"<format type='{escape(base_format)}'/></backingStore></volume>"
     )
     return str(pool.createXML(xml, 0).path())
+
+
+def upload_seed(conn: Any, pool_name: str, host: str, machine_id: str, data: bytes) -> str:
+    """The machine's NoCloud seed ISO as a volume of the pool (uploaded over the libvirt
+    connection, so a remote host gets it too); its path on the host."""
+    pool = _pool(conn, pool_name, host)
+    old = _lookup(pool, seed_name(machine_id))
+    if old is not None:
+        old.delete(0)
+    xml = (
+        f"<volume><name>{escape(seed_name(machine_id))}</name>"
+        f"<capacity unit='bytes'>{len(data)}</capacity>"
+        "<target><format type='raw'/></target></volume>"
+    )
+    vol = pool.createXML(xml, 0)
+    stream = conn.newStream(0)
+    try:
+        vol.upload(stream, 0, len(data), 0)
+        for at in range(0, len(data), 256 * 1024):
+            stream.send(data[at : at + 256 * 1024])
+        stream.finish()
+    except BaseException:
+        with contextlib.suppress(Exception):
+            stream.abort()
+        with contextlib.suppress(Exception):
+            vol.delete(0)
+        raise
+    return str(vol.path())
 
 
 def delete_all(conn: Any, pool: str, machine_id: str) -> int:
