@@ -61,6 +61,11 @@ def test_a_full_host_sends_nodes_to_the_next_host(tmp_path: Path) -> None:
     port = free_port()
     with serving(env, port, tmp_path / "serve.log"):
         c = httpx.Client(base_url=f"http://127.0.0.1:{port}/v1", headers=LATEST, timeout=30)
+        wait(lambda: c.get("/providers/rack").json()["reachable"], 30, "the provider's check")
+        seen = c.get("/providers/rack").json()
+        assert (seen["driver"], seen["availability_zones"]) == ("libvirt", ["h1", "h2"])
+        assert (seen["flavors"], seen["images"]) == (["one"], ["tiny"])
+        assert sorted(seen["features"]) == ["reboot", "rebuild"]
         body = {
             "name": "spread",
             "image_id": "tiny",
