@@ -4,6 +4,7 @@ group's next zone, the next host; a group naming no zone is placed by the driver
 
 from __future__ import annotations
 
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -11,8 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
+from shoal.drivers.libvirt.template import DEFAULT
 from tests.support.libvirt_host import require_libvirt_python
-from tests.support.process import serving, shoal_env
+from tests.support.process import SHOAL, serving, shoal_env
 from tests.support.server import free_port
 
 LATEST = {"OpenStack-API-Version": "container-infra latest"}
@@ -95,3 +97,26 @@ def test_a_full_host_sends_nodes_to_the_next_host(tmp_path: Path) -> None:
         assert "No valid host was found: host h1 is full for one (1 cores, 1024 MiB)" in said
         assert c.delete("/clusters/spread").status_code == 204
         wait(lambda: c.get("/clusters/spread").status_code == 404, 60, "delete")
+
+
+def test_a_template_that_is_not_domain_xml_stops_serve_in_one_line(tmp_path: Path) -> None:
+    """Checked when the provider opens, before any host is reached (no libvirt needed)."""
+    template = tmp_path / "domain.xml"
+    template.write_text(DEFAULT.replace("<vcpu>{vcpus}</vcpu>", "<vcpu>{cpus}</vcpu>"))
+    path = config(tmp_path)
+    path.write_text(path.read_text() + f"      domain_template: {template}\n")
+    for command in (["serve", "--port", str(free_port())], ["conductor"]):
+        done = subprocess.run(
+            [SHOAL, *command],
+            env=shoal_env(tmp_path / "data", SHOAL_CONFIG=str(path)),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 2, done
+        errors = [line for line in done.stderr.splitlines() if "error" in line.lower()]
+        assert errors == [
+            f"error: provider 'rack': domain_template {template}: line 6: <vcpu> must be a "
+            "positive whole number, not '': <vcpu></vcpu>"
+        ], done.stderr
+        assert "Traceback" not in done.stderr
