@@ -3,6 +3,7 @@
 ./run bench                 every scenario at full size (about 3 minutes here)
 ./run bench --quick         small sizes, seconds (the test suite runs this)
 ./run bench --only overhead,resize
+./run bench libvirt         10 real tiny VMs through shoal against plain libvirt-python (root)
 """
 
 from __future__ import annotations
@@ -14,8 +15,11 @@ from collections.abc import Callable
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks import scenarios, speedup
+from benchmarks import libvirt, scenarios, speedup
 from benchmarks.scenarios import Row
+
+# Scenarios that run only when named: they need root, libvirtd and QEMU.
+NAMED_ONLY = {"libvirt": lambda: libvirt.libvirt_vms(n=10, parallel=4)}
 
 
 def plan(quick: bool) -> dict[str, Callable[[], list[Row]]]:
@@ -45,7 +49,9 @@ def plan(quick: bool) -> dict[str, Callable[[], list[Row]]]:
 
 
 def render(rows: list[Row], console: Console) -> None:
-    table = Table(title="shoal on the sim driver (real API + conductor processes)")
+    real = any(r.scenario.startswith("libvirt") for r in rows)
+    cloud = "real libvirt + QEMU" if real else "the sim driver"
+    table = Table(title=f"shoal on {cloud} (real API + conductor processes)")
     for col in (
         "scenario",
         "N",
@@ -79,13 +85,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
     parser.add_argument("--only", default="", help="comma-separated scenario names")
+    parser.add_argument("names", nargs="*", help="scenario names (the same as --only)")
     args = parser.parse_args(argv)
     todo = plan(args.quick)
-    if args.only:
-        unknown = set(args.only.split(",")) - set(todo)
+    only = [n for n in args.only.split(",") if n] + list(args.names)
+    if only:
+        known = {**todo, **NAMED_ONLY}
+        unknown = set(only) - set(known)
         if unknown:
-            parser.error(f"unknown scenario(s) {sorted(unknown)}; choose from {sorted(todo)}")
-        todo = {k: v for k, v in todo.items() if k in args.only.split(",")}
+            parser.error(f"unknown scenario(s) {sorted(unknown)}; choose from {sorted(known)}")
+        todo = {k: v for k, v in known.items() if k in only}
     console = Console(width=160)
     rows: list[Row] = []
     for name, run in todo.items():

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import types
+import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -143,35 +145,57 @@ def _provider(settings: Settings, entry: Any, where: str) -> ProviderSettings:
 
 
 def _typed(base: Any, values: Any, where: str) -> Any:
-    """`base` (a settings dataclass) with `values` from the file, each checked."""
+    """`base` (a settings dataclass) with `values` from the file, each checked; a settings
+    class with a `problems()` method is checked as a whole too."""
     if not isinstance(values, Mapping):
         raise SettingsError(f"{where}: a mapping of settings is expected")
     fields = {f.name: f for f in dataclasses.fields(base)}
+    hints = typing.get_type_hints(type(base))
     changes: dict[str, Any] = {}
     for key, value in values.items():
-        f = fields.get(key)
-        if f is None:
+        if key not in fields:
             known = ", ".join(sorted(fields))
             raise SettingsError(f"{where}.{key}: not a setting of this driver (settings: {known})")
-        changes[key] = _value(str(f.type), value, f"{where}.{key}")
+        changes[key] = _value(hints[key], value, f"{where}.{key}")
     out = dataclasses.replace(base, **changes)
     check_bounds(out, lambda name: f"{where}.{name}")
+    problems = getattr(out, "problems", None)
+    if callable(problems):
+        for problem in problems():
+            raise SettingsError(f"{where}.{problem}")
     return out
 
 
-def _value(kind: str, value: Any, where: str) -> Any:
-    """A YAML value as the field's type: int, float (ints accepted), bool, str."""
-    if value is None and "None" in kind:
-        return None
-    base = kind.replace(" | None", "")
+def _value(kind: Any, value: Any, where: str) -> Any:
+    """A YAML value as the field's type: int, float (ints accepted), bool, str, an
+    optional one, a settings dataclass (a mapping) or a tuple of them (a list)."""
+    args = typing.get_args(kind)
+    if typing.get_origin(kind) in (typing.Union, types.UnionType) and type(None) in args:
+        if value is None:
+            return None
+        (kind,) = (a for a in args if a is not type(None))
+        args = typing.get_args(kind)
+    if typing.get_origin(kind) is tuple and len(args) == 2 and args[1] is Ellipsis:
+        if not isinstance(value, list):
+            raise SettingsError(f"{where}: a list is expected")
+        return tuple(_value(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
+    if dataclasses.is_dataclass(kind) and isinstance(kind, type):
+        if not isinstance(value, Mapping):
+            raise SettingsError(f"{where}: a mapping is expected")
+        fields = {f.name for f in dataclasses.fields(kind)}
+        unknown = sorted(set(value) - fields)
+        if unknown:
+            known = ", ".join(sorted(fields))
+            raise SettingsError(f"{where}.{unknown[0]}: not a setting here (settings: {known})")
+        return _typed(kind(), value, where)
     ok = {
-        "int": isinstance(value, int) and not isinstance(value, bool),
-        "float": isinstance(value, int | float) and not isinstance(value, bool),
-        "bool": isinstance(value, bool),
-        "str": isinstance(value, str),
-    }.get(base)
+        int: isinstance(value, int) and not isinstance(value, bool),
+        float: isinstance(value, int | float) and not isinstance(value, bool),
+        bool: isinstance(value, bool),
+        str: isinstance(value, str),
+    }.get(kind)
     if ok is None:
         raise SettingsError(f"{where}: cannot be set in the file")
     if not ok:
-        raise SettingsError(f"{where}: {value!r} is not a valid {base}")
-    return float(value) if base == "float" else value
+        raise SettingsError(f"{where}: {value!r} is not a valid {kind.__name__}")
+    return float(value) if kind is float else value

@@ -24,6 +24,7 @@ from shoal.drivers.sim.driver import SimDriver
 from shoal.drivers.sim.world import SimWorld
 from shoal.settings import SimSettings
 from tests.contract.harness import DriverHarness, Provocation, Provoke
+from tests.contract.libvirt_factory import libvirt_factory
 from tests.support.databases import throwaway_pg
 
 
@@ -93,8 +94,9 @@ FACTORIES: dict[str, Callable[[Path], DriverHarness]] = {
     "sim": sim_factory,
     "sim-per-group": lambda tmp_path: sim_factory(tmp_path, per_group=True),
     "sim-postgresql": sim_postgresql_factory,
+    "libvirt": libvirt_factory,  # libvirt's test driver, test:///default
 }
-MARKS = {"sim-postgresql": [pytest.mark.postgres]}
+MARKS = {"sim-postgresql": [pytest.mark.postgres], "libvirt": [pytest.mark.libvirt]}
 
 
 @pytest.fixture(params=[pytest.param(n, marks=MARKS.get(n, [])) for n in sorted(FACTORIES)])

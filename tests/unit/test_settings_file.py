@@ -108,5 +108,67 @@ def test_shoal_driver_names_what_is_wrong(driver: str, says: str) -> None:
 
 
 def test_a_driver_that_is_not_available_yet_is_refused_in_the_file(tmp_path: Path) -> None:
-    with pytest.raises(SettingsError, match=r"providers\[0\]\.driver='libvirt': that driver"):
-        _settings(tmp_path, "providers:\n  - {name: a, driver: libvirt}\n")
+    with pytest.raises(SettingsError, match=r"providers\[0\]\.driver='openstack': that driver"):
+        _settings(tmp_path, "providers:\n  - {name: a, driver: openstack}\n")
+
+
+LV = "providers:\n  - name: lv\n    driver: libvirt\n    settings:\n"
+HOST = "      hosts:\n        - {name: h1, uri: 'qemu:///system', cores: 8, ram_mb: 16384}\n"
+
+
+def test_a_libvirt_provider_with_hosts_flavors_and_images(tmp_path: Path) -> None:
+    from shoal.settings import LibvirtSettings
+
+    s = _settings(
+        tmp_path,
+        LV
+        + HOST
+        + """        - name: h2
+          uri: qemu+ssh://root@10.0.0.2/system
+          cores: 32
+          ram_mb: 131072
+          disk_gb: 2000
+      network: shoal
+      pool: vms
+      domain_type: qemu
+      flavors: [{name: small, vcpus: 1, ram_mb: 512}]
+      images:
+        - {name: tiny, kernel: /srv/vmlinuz, initrd: /srv/initrd.gz, cmdline: "console=ttyS0"}
+        - {name: debian, disk: debian-12.qcow2}
+    concurrency_per_target: 4
+""",
+    )
+    (p,) = s.providers
+    lv = p.options
+    assert isinstance(lv, LibvirtSettings) and p.concurrency_per_target == 4
+    assert [(h.name, h.cores, h.disk_gb) for h in lv.hosts] == [("h1", 8, 0), ("h2", 32, 2000)]
+    assert (lv.network, lv.pool, lv.domain_type) == ("shoal", "vms", "qemu")
+    assert [f.name for f in lv.flavors] == ["small"]
+    assert lv.images[0].kernel == "/srv/vmlinuz" and lv.images[1].disk == "debian-12.qcow2"
+
+
+S0 = r"providers\[0\]\.settings"
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        (LV + "      network: n\n", S0 + r"\.hosts: at least one host is required"),
+        (LV + "      hosts: {name: h1}\n", S0 + r"\.hosts: a list is expected"),
+        (LV + "      hosts: [h1]\n", S0 + r"\.hosts\[0\]: a mapping is expected"),
+        (LV + HOST.replace("cores: 8", "cores: many"), S0 + r"\.hosts\[0\]\.cores: 'many' is not"),
+        (LV + HOST.replace("cores: 8", "cpus: 8"), S0 + r"\.hosts\[0\]\.cpus: not a setting here"),
+        (LV + HOST.replace("cores: 8, ", ""), S0 + r"\.hosts\[0\]\.cores: the host's capacity"),
+        (LV + HOST.replace("uri: 'qemu:///system', ", ""), S0 + r"\.hosts\[0\]\.uri: a libvirt"),
+        (LV + HOST + HOST.replace("      hosts:\n", ""), S0 + r"\.hosts\[1\]\.name: 'h1' is named"),
+        (LV + HOST + "      images: [{name: x}]\n", S0 + r"\.images\[0\]: an image needs"),
+        (LV + HOST + "      domain_type: xen\n", S0 + r"\.domain_type: 'xen' is neither"),
+        (
+            LV + HOST + "      flavors: [{name: f, vcpus: 0}]\n",
+            S0 + r"\.flavors\[0\]\.vcpus=0 is out",
+        ),
+    ],
+)
+def test_libvirt_settings_mistakes_name_the_key(tmp_path: Path, text: str, says: str) -> None:
+    with pytest.raises(SettingsError, match=r"shoal\.yaml: " + says):
+        _settings(tmp_path, text)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shoal.drivers.contract import Driver
-from shoal.settings import ProviderSettings, Settings
+from shoal.settings import ProviderSettings, Settings, SettingsError
 
 
 @dataclass
@@ -91,4 +91,12 @@ def _open(settings: Settings, ps: ProviderSettings) -> Provider:
 
         driver, world, process, close = open_provider(settings.sim_db_url(ps), ps.options)
         return Provider(ps, driver, world, process, close)
+    if ps.driver == "libvirt":
+        from shoal.drivers.libvirt import open_provider as open_libvirt
+
+        try:
+            driver, close = open_libvirt(ps.options)
+        except ValueError as exc:  # a domain template that cannot work
+            raise SettingsError(f"provider {ps.name!r}: {exc}") from exc
+        return Provider(ps, driver, close=close)
     raise ValueError(f"provider {ps.name!r}: driver {ps.driver!r} is not available")

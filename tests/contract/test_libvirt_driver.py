@@ -1,0 +1,296 @@
+"""What the libvirt driver promises beyond the shared contract, against libvirt's own test
+driver (no daemon): placement over hosts with shoal's accounting, the domain XML from the
+template, user data on the kernel command line, disks deleted with their domain, a lost
+connection, an unreachable host, a template that is not domain XML."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import uuid
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shoal.drivers import contract, registry
+from shoal.drivers.contract import (
+    BlockedError,
+    BlockedKind,
+    MachineSpec,
+    MachineState,
+    PermanentError,
+    PlacementGroup,
+    PlacementPolicy,
+    TransientError,
+)
+from shoal.drivers.libvirt.driver import LibvirtDriver
+from shoal.drivers.libvirt.template import DEFAULT
+from shoal.settings import (
+    LibvirtFlavor,
+    LibvirtHostSettings,
+    ProviderSettings,
+    Settings,
+    SettingsError,
+)
+from tests.contract.libvirt_factory import POOL, URI, ensure_base, foreign_domain, settings
+from tests.support.libvirt_host import require_libvirt_python
+
+pytestmark = pytest.mark.libvirt
+
+NODE_XML = """<node>
+  <cpu><nodes>1</nodes><sockets>1</sockets><cores>8</cores><threads>1</threads>
+    <active>8</active><mhz>2000</mhz><model>x86_64</model></cpu>
+  <memory>16777216</memory>
+  <pool type='dir'><name>default-pool</name><target><path>/pool</path></target></pool>
+  <network><name>default</name><bridge name='virbr0'/>
+    <ip address='192.168.122.1' netmask='255.255.255.0'/></network>
+</node>
+"""
+SMALL = LibvirtFlavor("s", vcpus=2, ram_mb=1024)
+BIG = LibvirtFlavor("b", vcpus=4, ram_mb=6144)
+
+
+@pytest.fixture
+def conn() -> Iterator[Any]:
+    libvirt = require_libvirt_python()
+    c = libvirt.open(URI)
+    ensure_base(c)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def make(tmp_path: Path, conn: Any) -> Iterator[Any]:
+    """Drivers over test hosts; each test's machines are deleted at the end."""
+    made: list[LibvirtDriver] = []
+
+    def factory(**over: Any) -> LibvirtDriver:
+        d = LibvirtDriver(settings(**over))
+        made.append(d)
+        return d
+
+    yield factory
+    for d in made:
+        for m in d.list_machines({}):
+            d.delete_machine(m.machine_id)
+        d.close()
+
+
+def two_hosts(tmp_path: Path) -> tuple[LibvirtHostSettings, ...]:
+    """h1 and h2: two private test hosts (test:///<file>: a world per connection), 8
+    cores and 8 GiB each for shoal."""
+    node = tmp_path / "node.xml"
+    node.write_text(NODE_XML)
+    return tuple(
+        LibvirtHostSettings(name, f"test://{node}", cores=8, ram_mb=8192) for name in ("h1", "h2")
+    )
+
+
+def spec(**over: Any) -> MachineSpec:
+    mid = str(uuid.uuid4())
+    values: dict[str, Any] = dict(
+        machine_id=mid, name=f"lv-{mid[:8]}", project_id="p", cluster_id="c", nodegroup_id="g",
+        role="worker", flavor_id="s", image_id="tiny-2", availability_zone=None,
+    )  # fmt: skip
+    values.update(over)
+    return MachineSpec(**values)
+
+
+def domain_xml(driver: LibvirtDriver, machine_id: str) -> ET.Element:
+    m = driver.list_machines({contract.TAG_NODE: machine_id})[0]
+    host = m.availability_zone
+    assert host is not None
+    dom = driver.hosts.call(host, lambda c: c.lookupByUUIDString(machine_id))
+    return ET.fromstring(dom.XMLDesc(0))
+
+
+def test_a_spec_naming_no_host_goes_to_the_emptiest(tmp_path: Path, make: Any) -> None:
+    d = make(hosts=two_hosts(tmp_path), flavors=(SMALL, BIG))
+    first = d.ensure_machine(spec(flavor_id="b"))
+    second = d.ensure_machine(spec())
+    third = d.ensure_machine(spec())
+    assert first.availability_zone == "h1"  # both empty: the first listed
+    assert second.availability_zone == "h2"  # h1 is 75 % full
+    assert third.availability_zone == "h2"  # h2 at 25 % is still emptier than h1
+    # h1's memory (6144 + 6144 of 8192 MiB) refuses a second b; h2 takes it, full then
+    assert d.ensure_machine(spec(flavor_id="b")).availability_zone == "h2"
+    with pytest.raises(BlockedError) as err:
+        d.ensure_machine(spec(flavor_id="b"))
+    assert err.value.kind is BlockedKind.NO_VALID_HOST and err.value.az is None
+    assert "no host has room for b (4 cores, 6144 MiB)" in err.value.reason
+
+
+def test_a_full_host_is_blocked_there_and_says_why(tmp_path: Path, make: Any) -> None:
+    d = make(hosts=two_hosts(tmp_path), flavors=(SMALL, BIG))
+    d.ensure_machine(spec(flavor_id="b", availability_zone="h2"))
+    with pytest.raises(BlockedError) as err:
+        d.ensure_machine(spec(flavor_id="b", availability_zone="h2"))
+    assert (err.value.kind, err.value.az) == (BlockedKind.NO_VALID_HOST, "h2")
+    assert "host h2 is full for b (4 cores, 6144 MiB): RAM MiB 12288 of 8192" in err.value.reason
+    assert d.ensure_machine(spec(flavor_id="b", availability_zone="h1")).availability_zone == "h1"
+
+
+def test_anti_affinity_keeps_a_groups_machines_on_different_hosts(
+    tmp_path: Path, make: Any
+) -> None:
+    d = make(hosts=two_hosts(tmp_path), flavors=(SMALL, BIG))
+    masters = PlacementGroup("shoal-masters", PlacementPolicy.ANTI_AFFINITY)
+    zones = [d.ensure_machine(spec(placement_group=masters)).availability_zone for _ in "ab"]
+    assert sorted(zones) == ["h1", "h2"]
+    with pytest.raises(BlockedError, match="placement group shoal-masters"):
+        d.ensure_machine(spec(placement_group=masters))
+    with pytest.raises(BlockedError) as err:  # naming a host that holds one: that host
+        d.ensure_machine(spec(placement_group=masters, availability_zone="h1"))
+    assert err.value.az == "h1"
+    workers = PlacementGroup("shoal-workers", PlacementPolicy.SOFT_ANTI_AFFINITY)
+    spread = {d.ensure_machine(spec(placement_group=workers)).availability_zone for _ in "ab"}
+    assert spread == {"h1", "h2"}
+    assert d.ensure_machine(spec(placement_group=workers)).state is MachineState.BUILDING
+
+
+def test_the_domain_is_the_node_with_the_flavors_sizes_and_shoals_tags(
+    conn: Any, make: Any
+) -> None:
+    d = make(flavors=(SMALL, BIG))
+    s = spec(flavor_id="b", availability_zone="h1", user_data="#cloud-config\n{}\n")
+    d.ensure_machine(s)
+    root = domain_xml(d, s.machine_id)
+    assert root.findtext("uuid") == s.machine_id and root.findtext("name") == s.name
+    assert root.findtext("vcpu") == "4"
+    assert root.find("memory") is not None and root.findtext("memory") == str(6144 * 1024)
+    meta = conn.lookupByUUIDString(s.machine_id).metadata(
+        2, "https://shoal.dev/xmlns/1", 0
+    )  # VIR_DOMAIN_METADATA_ELEMENT, without its namespace (libvirt 9.0)
+    tags = {t.get("key"): t.text for t in ET.fromstring(meta).findall("tag")}
+    assert tags == s.tags
+
+
+def test_user_data_and_meta_data_ride_on_the_kernel_command_line(make: Any) -> None:
+    d = make()
+    user_data = "#cloud-config\n" + json.dumps({"hostname": "x", "write_files": []}) + "\n"
+    s = spec(flavor_id="m1.small", image_id="tiny", availability_zone="h1", user_data=user_data)
+    d.ensure_machine(s)
+    line = domain_xml(d, s.machine_id).findtext("os/cmdline") or ""
+    words = line.split()
+    assert words[:2] == ["console=ttyS0", "ip=dhcp"]  # the image's own first
+    assert f"ds=nocloud;i={s.machine_id};h={s.name}" in words
+    encoded = next(w for w in words if w.startswith("shoal_user_data="))
+    assert base64.b64decode(encoded.split("=", 1)[1]).decode() == user_data
+    too_long = dataclasses.replace(s, machine_id=str(uuid.uuid4()), user_data="x" * 2000)
+    with pytest.raises(PermanentError, match=r"kernel command line .* \(at most 2048\)"):
+        d.ensure_machine(too_long)
+    assert d.list_machines({contract.TAG_NODE: too_long.machine_id}) == []
+
+
+def test_a_disk_image_gets_an_overlay_that_goes_with_the_domain(conn: Any, make: Any) -> None:
+    d = make()
+    pool = conn.storagePoolLookupByName(POOL)
+    s = spec(flavor_id="m1.small", image_id="base-disk", availability_zone="h1")
+    d.ensure_machine(s)
+    overlay = pool.storageVolLookupByName(f"{s.machine_id}.qcow2")
+    backing = ET.fromstring(overlay.XMLDesc(0)).findtext("backingStore/path") or ""
+    assert backing.endswith("/contract-base.qcow2")
+    disk = domain_xml(d, s.machine_id).find("devices/disk/source")
+    assert disk is not None and disk.get("file") == overlay.path()
+    d.delete_machine(s.machine_id)
+    assert f"{s.machine_id}.qcow2" not in pool.listVolumes()
+    assert d.list_machines({contract.TAG_NODE: s.machine_id}) == []
+    missing = spec(flavor_id="m1.small", image_id="gone", availability_zone="h1")
+    gone = dataclasses.replace(settings().images[0], name="gone", disk="nope.qcow2")
+    d2 = make(images=(*settings().images, gone))
+    with pytest.raises(PermanentError, match="base disk 'nope.qcow2' is not in storage pool"):
+        d2.ensure_machine(missing)
+
+
+def test_a_host_that_cannot_take_the_seed_refuses_and_keeps_nothing(conn: Any, make: Any) -> None:
+    """A disk image's user data goes in a NoCloud seed ISO uploaded to the pool: the test
+    driver cannot upload, so the create is refused for good and leaves no disk behind
+    (the real host takes it: tests/e2e/test_libvirt_provider.py)."""
+    d = make()
+    s = spec(flavor_id="m1.small", image_id="base-disk", availability_zone="h1",
+             user_data="#cloud-config\n{}\n")  # fmt: skip
+    with pytest.raises(PermanentError, match="virStorageVolUpload"):
+        d.ensure_machine(s)
+    vols = conn.storagePoolLookupByName(POOL).listVolumes()
+    assert not [v for v in vols if v.startswith(s.machine_id)]
+    assert d.list_machines({contract.TAG_NODE: s.machine_id}) == []
+
+
+def test_another_tenant_filling_the_host_after_shoal_looked_fails_the_machine(
+    conn: Any, make: Any
+) -> None:
+    d = make()
+    d.list_machines({})
+    tenant = foreign_domain(conn, 65536)
+    try:
+        s = spec(flavor_id="m1.small", availability_zone="h1")
+        d.ensure_machine(s)
+        (m,) = d.list_machines({contract.TAG_NODE: s.machine_id})
+        assert m.state is MachineState.ERROR and m.fault_kind is BlockedKind.NO_VALID_HOST
+        assert m.fault is not None and m.fault.startswith("No valid host was found: host h1")
+        assert not conn.lookupByUUIDString(s.machine_id).isActive()  # never started
+    finally:
+        tenant.destroy()
+        tenant.undefine()
+
+
+def test_a_lost_connection_is_transient_and_the_next_call_reconnects(make: Any) -> None:
+    d = make()
+    s = spec(flavor_id="m1.small", availability_zone="h1")
+    d.ensure_machine(s)
+    d.hosts.connection("h1").close()  # the daemon went away under shoal
+    with pytest.raises(TransientError) as err:
+        d.list_machines({})
+    assert "libvirt host h1" in err.value.reason and err.value.retry_after is None
+    assert [m.machine_id for m in d.list_machines({contract.TAG_NODE: s.machine_id})] == [
+        s.machine_id
+    ]
+
+
+def test_an_unreachable_host_is_transient_and_named(tmp_path: Path) -> None:
+    gone = LibvirtHostSettings("h9", f"qemu+unix:///system?socket={tmp_path}/no-sock", 8, 8192)
+    d = LibvirtDriver(settings(hosts=(*settings().hosts, gone)))
+    try:
+        with pytest.raises(TransientError, match="libvirt host h9: Failed to connect socket"):
+            d.check()
+        with pytest.raises(TransientError, match="libvirt host h9"):
+            d.list_machines({})
+        with pytest.raises(TransientError, match="libvirt host h9"):  # it may be there
+            d.delete_machine(str(uuid.uuid4()))
+    finally:
+        d.close()
+
+
+def test_a_template_with_new_variables_and_a_broken_one(tmp_path: Path, make: Any) -> None:
+    custom = tmp_path / "domain.xml"
+    custom.write_text(
+        DEFAULT.replace("<vcpu>{vcpus}</vcpu>", "<vcpu>{vcpus}</vcpu><title>{role}@{host}</title>")
+    )
+    d = make(domain_template=str(custom))
+    s = spec(flavor_id="m1.small", availability_zone="h1", role="master")
+    d.ensure_machine(s)
+    assert domain_xml(d, s.machine_id).findtext("title") == "master@h1"
+
+    broken = tmp_path / "broken.xml"
+    broken.write_text(DEFAULT.replace("<vcpu>{vcpus}</vcpu>", "<vcpu>{cpus}</vcpu>"))
+    ps = ProviderSettings("lv", "libvirt", settings(domain_template=str(broken)))
+    with pytest.raises(SettingsError) as err:
+        registry.build(Settings(data_dir=tmp_path, providers=(ps,), default_provider="lv"))
+    assert "provider 'lv': domain_template" in str(err.value)
+    assert "line 6: <vcpu> must be a positive whole number, not '': <vcpu></vcpu>" in str(err.value)
+
+
+def test_deployments_sharing_a_host_see_only_their_own_but_count_all(make: Any) -> None:
+    small = LibvirtHostSettings("h1", URI, cores=64, ram_mb=8192 + 2048 + 2048)  # 'test' 8 GiB
+    a = make(hosts=(small,), scope="east")
+    b = make(hosts=(small,), scope="west")
+    mine = a.ensure_machine(spec(flavor_id="m1.small", availability_zone="h1"))
+    assert [m.machine_id for m in a.list_machines({})] == [mine.machine_id]
+    assert b.list_machines({}) == []  # west's sweeper never sees east's machine
+    b.ensure_machine(spec(flavor_id="m1.small", availability_zone="h1"))
+    with pytest.raises(BlockedError, match="RAM MiB 14336 of 12288"):  # east's counts too
+        b.ensure_machine(spec(flavor_id="m1.small", availability_zone="h1"))
