@@ -118,18 +118,20 @@ def _stops(err: DriverError | None) -> bool:
     return isinstance(err, PermanentError | TransientError)
 
 
-def delete_all(ctx: Context, machines: Sequence[tuple[Provider, str]]) -> dict[str, DriverError]:
-    """Delete every machine of `machines` (provider, machine id); "not found" is done.
-    The failures, by machine id."""
+def delete_all(
+    ctx: Context, machines: Sequence[tuple[Provider, str, str | None]]
+) -> dict[str, DriverError]:
+    """Delete every machine of `machines` (provider, machine id, its zone: a target's
+    limit holds for deletes too); "not found" is done. The failures, by machine id."""
 
-    def one(p: Provider, mid: str) -> DriverError | None:
+    def one(p: Provider, mid: str, zone: str | None) -> DriverError | None:
         try:
-            ctx.call(p, lambda: p.driver.delete_machine(mid))
+            ctx.call(p, lambda: p.driver.delete_machine(mid), zone)
             return None
         except DriverError as exc:
             return exc
 
-    futures = {mid: ctx.pool.submit(one, p, mid) for p, mid in machines}
+    futures = {mid: ctx.pool.submit(one, p, mid, zone) for p, mid, zone in machines}
     errors: dict[str, DriverError] = {}
     for mid, f in futures.items():
         err = f.result()

@@ -76,7 +76,7 @@ class Sweeper:
                 len(due),
                 p.name,
             )
-            calls.delete_all(ctx, [(p, m.machine_id) for m in due])
+            calls.delete_all(ctx, [(p, m.machine_id, m.availability_zone) for m in due])
             for m in due:
                 self.first_seen.pop(m.machine_id, None)
         return len(due)

@@ -54,9 +54,16 @@ def act(ctx: Context, passes: list[Pass]) -> None:
 def _deletes(ctx: Context, passes: list[tuple[Pass, Provider]]) -> None:
     owner = {mid: p for p, _ in passes for mid in p.to_delete}
     if owner:
-        machines = [(prov, mid) for p, prov in passes for mid in p.to_delete]
+        machines = [(prov, mid, _zone(p, mid)) for p, prov in passes for mid in p.to_delete]
         for mid, err in calls.delete_all(ctx, machines).items():
             owner[mid].delete_errors[mid] = err
+
+
+def _zone(p: Pass, machine_id: str) -> str | None:
+    """The zone a machine is in (a call about it counts against that target's limit)."""
+    m = p.machines.get(machine_id)
+    node = p.nodes.get(machine_id)
+    return (m.availability_zone if m else None) or (node.availability_zone if node else None)
 
 
 def _operations(ctx: Context, passes: list[Pass]) -> None:
@@ -67,13 +74,13 @@ def _operations(ctx: Context, passes: list[Pass]) -> None:
         provider = ctx.provider(p.provider)
         if provider is None:
             return
-        driver = provider.driver
+        driver, zone = provider.driver, _zone(p, call.node_uuid)
         try:
             if call.kind == ops.REBOOT:
-                ctx.call(provider, lambda: driver.reboot_machine(call.node_uuid))
+                ctx.call(provider, lambda: driver.reboot_machine(call.node_uuid), zone)
             else:
                 image = call.params.get("image_id") or spec.probe(p).image_id
-                ctx.call(provider, lambda: driver.rebuild_machine(call.node_uuid, image))
+                ctx.call(provider, lambda: driver.rebuild_machine(call.node_uuid, image), zone)
         except DriverError as exc:
             operate.call_failed(p, call, f"{call.kind} refused by the cloud: {exc.reason}")
 
