@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -48,3 +49,18 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     else:
         with throwaway_pg() as url:
             yield url
+
+
+@pytest.fixture(autouse=True)
+def _no_log_handler_left_behind() -> Iterator[None]:
+    """A command run in-process (`shoal serve`, `shoal demo` under CliRunner) installs
+    shoal's log handler on a stream the runner closes afterwards; a later test's
+    background thread logging through it would print "Logging error" into that
+    test's output. Each test starts with the root logger as it found it."""
+    root = logging.getLogger()
+    before = list(root.handlers)
+    level = root.level
+    yield
+    for handler in [h for h in root.handlers if h not in before]:
+        root.removeHandler(handler)
+    root.setLevel(level)

@@ -60,6 +60,11 @@ class SimSettings:
         "run the sim cloud in a child process of its own, as a real cloud runs apart "
         "from shoal (its calls then cross a local socket)",
     )
+    hosted: bool = _opt(
+        False,
+        "its machines are VMs on the virt hosts of each cluster (servers of the first sim "
+        "provider's world that are nodes of a role=virt group)",
+    )
     agents: bool = _opt(
         False,
         "emulate a node agent on every ready server (real HTTP to shoal's API): operations "
@@ -209,6 +214,7 @@ class LibvirtSettings:
 
 DRIVERS = ("sim", "openstack", "libvirt")
 DEFAULT_PROVIDER = "sim"
+VMS_PROVIDER = "vms"  # the embedded default's VMs on virt hosts (domain/virt.py)
 
 
 def driver_settings() -> dict[str, type[Any]]:

@@ -31,6 +31,7 @@ import yaml
 from shoal.settings import (
     DEFAULT_PROVIDER,
     DRIVERS,
+    VMS_PROVIDER,
     ProviderSettings,
     Settings,
     SettingsError,
@@ -54,7 +55,11 @@ def providers(settings: Settings) -> tuple[list[ProviderSettings], str]:
     """The providers and the default provider's name, from `settings.config` or, with
     no file, the embedded default."""
     if not settings.config:
-        return [_embedded(settings)], DEFAULT_PROVIDER
+        embedded = _embedded(settings)
+        vms = ProviderSettings(
+            name=VMS_PROVIDER, driver="sim", options=dataclasses.replace(settings.sim, hosted=True)
+        )
+        return [embedded, vms], DEFAULT_PROVIDER
     path = Path(settings.config)
     data = _read(path)
     where = str(path)
@@ -78,7 +83,8 @@ def providers(settings: Settings) -> tuple[list[ProviderSettings], str]:
 
 
 def _embedded(settings: Settings) -> ProviderSettings:
-    """The one provider of a deployment without a file: the sim."""
+    """The provider of a deployment without a file: the sim (beside it, `vms`: VMs on
+    the virt hosts of each cluster, in the same world)."""
     _check_driver(settings.driver, "SHOAL_DRIVER")
     if settings.driver != "sim":
         raise SettingsError(

@@ -21,6 +21,7 @@ from shoal.domain import model as m
 from shoal.domain.errors import NotFound
 from shoal.drivers.registry import Provider, Providers
 from shoal.drivers.sim.driver import SimDriver
+from shoal.drivers.sim.hosted import HostedSimDriver
 from shoal.drivers.sim.world import SimWorld
 from shoal.services import clusters, misc, nodegroups, resize
 from shoal.services.context import Caller
@@ -41,12 +42,13 @@ class Env:
     caller: Caller = Caller("p1")
     skew: list[timedelta] = field(default_factory=lambda: [timedelta(0)])
     worlds: dict[str, SimWorld] = field(default_factory=dict)  # every provider's, by name
+    names: tuple[str, ...] = ()  # every provider's name (hosted ones included)
 
     # -- desired state, through the services the API uses -----------------------
 
     def create(self, name: str, groups: list[dict[str, Any]], **attrs: Any) -> str:
         body = {"name": name, "image_id": "fedora-coreos-40", "node_groups": groups, **attrs}
-        known = tuple(self.worlds) or ("sim",)
+        known = self.names or tuple(self.worlds) or ("sim",)
         names = m.ProviderNames(known, known[0])
         return clusters.create(self.db, self.caller, body, 20, names).uuid
 
@@ -104,10 +106,13 @@ def make_env(
     sim: SimSettings = FAST_SIM,
     per_group: bool = False,
     agents: bool = False,
+    vms: bool = False,
 ) -> Iterator[Env]:
     """An Env on database `url` whose providers are sim worlds (`worlds`: provider
     name -> world URL; default one provider `sim` in the same database); `agents`:
-    the providers' nodes are expected to run shoal-agent."""
+    the providers' nodes are expected to run shoal-agent; `vms`: a provider `vms` too,
+    whose machines are VMs on the virt hosts of each cluster (servers of the first
+    world)."""
     db = Database(url)
     migrations.upgrade(db)
     opened = {name: SimWorld.open(w, sim) for name, w in (worlds or {"sim": url}).items()}
@@ -116,16 +121,18 @@ def make_env(
     def now() -> datetime:
         return utcnow() + skew[0]
 
-    providers = Providers(
-        [
-            Provider(ProviderSettings(name=n, agents=agents), SimDriver(w, per_group=per_group), w)
-            for n, w in opened.items()
-        ],
-        next(iter(opened)),
-    )
+    made = [
+        Provider(ProviderSettings(name=n, agents=agents), SimDriver(w, per_group=per_group), w)
+        for n, w in opened.items()
+    ]
+    if vms:
+        hosted = ProviderSettings(name="vms", options=SimSettings(hosted=True))
+        made.append(Provider(hosted, HostedSimDriver(next(iter(opened.values())))))
+    providers = Providers(made, next(iter(opened)))
     conductor = Conductor(db, providers, settings, now=now)
     try:
-        yield Env(db, next(iter(opened.values())), conductor, skew=skew, worlds=opened)
+        names = tuple(providers)
+        yield Env(db, next(iter(opened.values())), conductor, skew=skew, worlds=opened, names=names)
     finally:
         conductor.stop()
         for w in opened.values():

@@ -18,12 +18,13 @@ def _settings(tmp_path: Path, text: str, **env: str) -> Settings:
     )
 
 
-def test_no_file_is_one_sim_provider(tmp_path: Path) -> None:
+def test_no_file_is_the_sim_and_its_vms_on_virt_hosts(tmp_path: Path) -> None:
     s = Settings.from_env(env={"SHOAL_DATA_DIR": str(tmp_path), "SHOAL_SIM_TIME_SCALE": "7"})
-    assert [(p.name, p.driver) for p in s.providers] == [("sim", "sim")]
+    assert [(p.name, p.driver) for p in s.providers] == [("sim", "sim"), ("vms", "sim")]
     assert s.default_provider == "sim"
-    assert isinstance(s.providers[0].options, SimSettings)
-    assert s.providers[0].options.time_scale == 7.0
+    sim, vms = (p.options for p in s.providers)
+    assert isinstance(sim, SimSettings) and sim.time_scale == 7.0 and not sim.hosted
+    assert vms.hosted and vms.time_scale == 7.0
 
 
 def test_two_sim_providers_keep_two_worlds(tmp_path: Path) -> None:

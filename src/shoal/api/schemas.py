@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shoal.domain import jsonpatch, model, operations, specs
+from shoal.domain import jsonpatch, model, operations, specs, virt
 from shoal.domain import validation as v
 
 Schema = dict[str, Any]
@@ -140,6 +140,7 @@ def attributes(limits: v.Limits) -> dict[str, Schema]:
             hi={"max_unhealthy_percent": 100},
         ),
         "vms": {"type": "array", "maxItems": v.VMS_MAX, "items": {"type": "object"}},
+        "vm_template": {"type": ["string", "null"], "maxLength": virt.TEMPLATE_MAX},
         # Providers and what a real machine needs (node groups; `provider` also clusters).
         "provider": _str(64),
         "networks": STRINGS,
@@ -215,6 +216,7 @@ def components(limits: v.Limits) -> dict[str, Schema]:
             {
                 "node_count": _int(0, limits.nodes_per_group),
                 "nodegroup": ident,
+                "force": {"type": "boolean"},  # shoal: take down virt hosts carrying VMs
                 "nodes_to_remove": {
                     "type": "array",
                     "maxItems": limits.nodes_per_group,

@@ -211,6 +211,8 @@ def nodegroup(request: Request, view: GroupView, *, detail: bool = True) -> dict
         placement_policy=s.placement_policy,
         boot_volume_size=s.boot_volume_size,
         provider_options=dict(s.provider_options),
+        vms=[dict(x) for x in s.vms],
+        vm_template=s.vm_template,
         deletion_policy=str(s.deletion_policy),
         rollout=dataclasses.asdict(s.rollout),
         health_policy=dataclasses.asdict(s.health),
@@ -252,6 +254,7 @@ def node(request: Request, n: m.Node, group_name: str, role: str) -> dict[str, A
         "revision": n.revision,
         "agent_seen_at": ts(n.agent_seen_at),
         "repair_step": n.repair_step,
+        "vm": n.vm_slot.rsplit(":", 1)[1] if n.vm_slot else None,  # its virt host's VM slot
     }
 
 

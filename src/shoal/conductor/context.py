@@ -47,6 +47,11 @@ class Provider:
     def capabilities(self) -> Capabilities:
         return self.driver.capabilities()
 
+    @property
+    def hosted(self) -> bool:
+        """Its machines are VMs on the virt hosts of each cluster (feature HOSTED)."""
+        return self.has(Feature.HOSTED)
+
     def has(self, feature: Feature) -> bool:
         return self.capabilities().has(feature)
 

@@ -21,7 +21,7 @@ CoreRow: TypeAlias = Row[*tuple[Any, ...]]
 
 def ngt_spec_to_json(spec: m.NodeGroupSpec) -> dict[str, Any]:
     """A full spec, counts included: the wire form plus what only storage keeps."""
-    return {**specs.spec_as_attrs(spec), "vms": [dict(v) for v in spec.vms]}
+    return specs.spec_as_attrs(spec)
 
 
 def ng_spec_to_json(spec: m.NodeGroupSpec) -> dict[str, Any]:
@@ -61,6 +61,7 @@ def ng_spec_from_json(
         merge_labels=bool(data.get("merge_labels", False)),
         coe_version=data.get("coe_version"),
         vms=tuple(data.get("vms") or ()),
+        vm_template=data.get("vm_template"),
         provider=data.get("provider"),
         networks=tuple(data.get("networks") or ()),
         security_groups=tuple(data.get("security_groups") or ()),
@@ -203,6 +204,7 @@ def node_from_row(row: t.NodeRow | CoreRow) -> m.Node:
         agent_seen_at=row.agent_seen_at,
         repair_step=row.repair_step or 0,
         repair_at=row.repair_at,
+        vm_slot=row.vm_slot,
     )
 
 

@@ -160,6 +160,8 @@ class NodeRow(Base):
     # Auto-repair: the last rung tried (1 reboot, 2 rebuild) and when.
     repair_step: Mapped[int] = mapped_column(Integer, default=0)
     repair_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    # The VM slot of a virt host it took (domain/virt.py): "<virt group uuid>:<id>".
+    vm_slot: Mapped[str | None] = mapped_column(String(128), unique=True, index=True)
 
 
 class EventRow(Base):

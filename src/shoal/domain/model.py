@@ -15,7 +15,7 @@ from typing import Any
 
 ROLE_MASTER = "master"
 ROLE_WORKER = "worker"
-ROLE_VIRT = "virt"  # physical hosts that carry VMs (reduced footprint, later issue)
+ROLE_VIRT = "virt"  # hosts that carry VMs other groups' nodes run on (domain/virt.py)
 
 DEFAULT_MASTER_GROUP = "default-master"
 DEFAULT_WORKER_GROUP = "default-worker"
@@ -90,7 +90,8 @@ class NodeGroupSpec:
     health: HealthPolicy = field(default_factory=HealthPolicy)
     merge_labels: bool = False
     coe_version: str | None = None
-    vms: tuple[dict[str, Any], ...] = ()  # role "virt" only (later issue)
+    vms: tuple[dict[str, Any], ...] = ()  # role "virt": its VM slots (domain/virt.py)
+    vm_template: str | None = None  # role "virt": its VMs' domain XML template
     provider: str | None = None  # the provider its machines live in (fixed at creation)
     networks: tuple[str, ...] = ()  # default: the cluster's fixed_network
     security_groups: tuple[str, ...] = ()
@@ -223,6 +224,7 @@ class Node:
     agent_seen_at: datetime | None = None  # its agent's last heartbeat
     repair_step: int = 0  # auto-repair: the last rung tried (1 reboot, 2 rebuild)
     repair_at: datetime | None = None
+    vm_slot: str | None = None  # the virt host VM it took (domain/virt.py)
 
 
 @dataclass(frozen=True)

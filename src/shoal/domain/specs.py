@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from shoal.domain import model as m
-from shoal.domain import operations, rollout
+from shoal.domain import operations, rollout, virt
 from shoal.domain import validation as v
 from shoal.domain.errors import Invalid
 
@@ -122,6 +122,7 @@ NODEGROUP_KEYS = frozenset(
         "merge_labels",
         "coe_version",
         "vms",
+        "vm_template",
         "provider",
         "networks",
         "security_groups",
@@ -174,6 +175,9 @@ def apply_ng_attrs(base: m.NodeGroupSpec, attrs: Mapping[str, Any]) -> m.NodeGro
             changes[key] = v.boolean(key, raw)
         elif key == "vms":
             changes[key] = v.vms(key, raw)
+            virt.check_entries(key, changes[key])
+        elif key == "vm_template":
+            changes[key] = virt.template_text(key, raw)
         elif key == "provider":
             changes[key] = v.string(key, raw)
         elif key in ("networks", "security_groups"):
@@ -184,7 +188,10 @@ def apply_ng_attrs(base: m.NodeGroupSpec, attrs: Mapping[str, Any]) -> m.NodeGro
             changes[key] = v.opt_integer(key, raw, lo=1)
         elif key == "provider_options":
             changes[key] = v.str_dict(key, raw)
-    return dataclasses.replace(base, **changes)
+    spec = dataclasses.replace(base, **changes)
+    if changes.keys() & {"role", "vms", "vm_template"}:
+        virt.check_spec(spec)
+    return spec
 
 
 def spec_as_attrs(spec: m.NodeGroupSpec) -> dict[str, Any]:
@@ -212,4 +219,6 @@ def spec_as_attrs(spec: m.NodeGroupSpec) -> dict[str, Any]:
         "placement_policy": spec.placement_policy,
         "boot_volume_size": spec.boot_volume_size,
         "provider_options": dict(spec.provider_options),
+        "vms": [dict(x) for x in spec.vms],
+        "vm_template": spec.vm_template,
     }

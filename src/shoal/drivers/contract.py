@@ -102,6 +102,7 @@ class Feature(enum.StrEnum):
     REBOOT = "reboot"  # reboot_machine works
     REBUILD = "rebuild"  # rebuild_machine works
     PER_GROUP = "per-group"  # realises a whole node group at once (GroupDriver)
+    HOSTED = "hosted"  # machines are VMs on the virt hosts of each cluster (HostedDriver)
 
 
 class PlacementPolicy(enum.StrEnum):
@@ -120,6 +121,30 @@ class PlacementGroup:
 
     name: str
     policy: PlacementPolicy
+
+
+@dataclass(frozen=True)
+class VmShape:
+    """A VM on a virt host (a hosted driver's machine): its size and its template
+    variables come from the slot it takes (`domain/virt.py`), not from a flavor."""
+
+    slot: str  # the slot's key
+    vcpus: int
+    ram_mib: int
+    disk_gb: int = 0
+    variables: Mapping[str, Any] = field(default_factory=dict)  # the vms entry
+    template: str | None = None  # its virt group's domain template (None: the driver's)
+
+
+@dataclass(frozen=True)
+class VirtHost:
+    """A ready host of a cluster's virt groups, as a hosted driver reaches it: its name
+    (the zone its VMs are in), its machine in its own provider, its address."""
+
+    name: str
+    machine_id: str
+    provider: str
+    address: str | None = None
 
 
 @dataclass(frozen=True)
@@ -148,6 +173,7 @@ class MachineSpec:
     placement_group: PlacementGroup | None = None
     boot_volume_size: int | None = None
     options: Mapping[str, str] = field(default_factory=dict)
+    vm: VmShape | None = None  # a hosted driver's machine: the VM slot it takes
 
     @property
     def tags(self) -> dict[str, str]:
@@ -283,4 +309,17 @@ class GroupDriver(Driver, Protocol):
     def delete_group(self, nodegroup_id: str) -> None:
         """Delete the provider's group and every machine in it. Idempotent: an unknown
         group is done. Raises TransientError only."""
+        ...
+
+
+@runtime_checkable
+class HostedDriver(Driver, Protocol):
+    """A driver whose machines are VMs on the virt hosts of each cluster (feature
+    HOSTED): the hosts are machines of another node group, so the conductor tells
+    the driver which hosts a cluster has before each pass. Each machine's spec
+    carries its `vm` (size and template variables); its zone is its host's name."""
+
+    def set_hosts(self, cluster_id: str, hosts: Sequence[VirtHost]) -> None:
+        """The ready hosts of cluster `cluster_id` now (replacing what was said before).
+        No remote I/O; never raises."""
         ...

@@ -77,7 +77,7 @@ def build(settings: Settings) -> Providers:
     opened: list[Provider] = []
     try:
         for ps in settings.providers:
-            opened.append(_open(settings, ps))
+            opened.append(_open(settings, ps, opened))
     except BaseException:
         for p in opened:
             p.close()
@@ -85,7 +85,20 @@ def build(settings: Settings) -> Providers:
     return Providers(opened, settings.default_provider)
 
 
-def _open(settings: Settings, ps: ProviderSettings) -> Provider:
+def _open(settings: Settings, ps: ProviderSettings, before: list[Provider]) -> Provider:
+    if ps.driver == "sim" and ps.options.hosted:
+        # VMs on virt hosts: in the world the hosts are servers of (the first sim's).
+        host = next((p for p in before if p.world is not None), None)
+        if host is None:
+            raise SettingsError(
+                f"provider {ps.name!r}: a hosted sim provider puts VMs on the servers of a sim "
+                "provider named before it; name one first"
+            )
+        from shoal.drivers.sim.hosted import HostedSimDriver
+
+        world = host.world
+        assert world is not None
+        return Provider(ps, HostedSimDriver(world))  # the world stays its host provider's
     if ps.driver == "sim":
         from shoal.drivers.sim import open_provider
 

@@ -18,6 +18,7 @@ from shoal.domain import jsonpatch, merge, specs
 from shoal.domain import model as m
 from shoal.domain import validation as v
 from shoal.domain.errors import Conflict, Invalid, NotFound
+from shoal.services import virt
 from shoal.services.context import Caller
 from shoal.services.views import GroupView
 
@@ -40,6 +41,8 @@ PATCHABLE = frozenset(
         "health_policy",
         "image_id",
         "flavor_id",
+        "vms",
+        "vm_template",
     }
 )
 NEEDS_1_14 = ("node_labels", "node_taints")
@@ -148,6 +151,8 @@ def update(db: Database, caller: Caller, cluster_ident: str, ident: str, patch: 
             if key in changes and value is not None:
                 v.group_nodes(key, value, caller.limits)
         v.counts(new, allow_zero=caller.at_least(1, 10))
+        if "vms" in changes:
+            virt.refuse_removing_taken_slots(s, cluster.uuid, row.uuid, spec, new)
         now = utcnow()
         group = nodegroups.write_spec(s, row, new, "UPDATE_IN_PROGRESS", now)
         clusters.touch(s, cluster, "UPDATE_IN_PROGRESS", now)
@@ -193,7 +198,10 @@ def _labels_in_place(
     )
 
 
-def delete(db: Database, caller: Caller, cluster_ident: str, ident: str) -> None:
+def delete(
+    db: Database, caller: Caller, cluster_ident: str, ident: str, *, force: bool = False
+) -> None:
+    """Delete a node group; one of virt hosts carrying VMs only when forced."""
     with db.write() as s:
         cluster = clusters.find_changeable_row(s, caller.project_id, cluster_ident)
         row = nodegroups.find_row(s, cluster.uuid, ident, for_update=True)
@@ -201,6 +209,9 @@ def delete(db: Database, caller: Caller, cluster_ident: str, ident: str) -> None
             raise Invalid(
                 f"Deleting a default nodegroup is not supported ({row.name})", "nodegroup"
             )
+        if row.role == m.ROLE_VIRT:
+            hosts = [n.name for n in nodes.of_group(s, row.uuid)]
+            virt.refuse_taking_down(s, cluster.uuid, row.name, hosts, force, "deleting it")
         now = utcnow()
         nodegroups.touch(s, row, "DELETE_IN_PROGRESS", now, deleting=True)
         clusters.touch(s, cluster, "UPDATE_IN_PROGRESS", now)

@@ -22,9 +22,10 @@ from shoal.db.types import utcnow
 from shoal.domain import model as m
 from shoal.domain import validation as v
 from shoal.domain.errors import Conflict, Invalid, NotFound, Unsupported
+from shoal.services import virt
 from shoal.services.context import Caller
 
-RESIZE_KEYS = frozenset({"node_count", "nodes_to_remove", "nodegroup"})
+RESIZE_KEYS = frozenset({"node_count", "nodes_to_remove", "nodegroup", "force"})
 UPGRADE_KEYS = frozenset({"cluster_template", "max_batch_size", "nodegroup"})
 
 
@@ -125,8 +126,12 @@ def resize(
             f"Resizing {row.name} outside the allowed range: min_node_count = "
             f"{spec.min_node_count}, max_node_count = {hi}, node_count = {count}"
         )
-    group_nodes = nodes.of_group(s, row.uuid) if entries else []
+    group_nodes = nodes.of_group(s, row.uuid) if entries or spec.role == m.ROLE_VIRT else []
     doomed = match_nodes(group_nodes, entries)
+    if spec.role == m.ROLE_VIRT:  # hosts carrying VMs go only when forced
+        force = v.boolean("force", body.get("force", False))
+        going = virt.going_on_shrink(group_nodes, doomed, count, spec.deletion_policy)
+        virt.refuse_taking_down(s, cluster.uuid, row.name, going, force, "this resize")
     if spec.role == m.ROLE_MASTER and doomed and not other_masters:
         kept = {n.uuid for n in group_nodes if not n.to_delete} - {n.uuid for n in doomed}
         if not kept:

@@ -65,7 +65,8 @@ def update_nodegroup(
 
 
 @router.delete("/{ident}", status_code=204)
-def delete_nodegroup(request: Request, cluster: str, ident: str) -> Response:
+def delete_nodegroup(request: Request, cluster: str, ident: str, force: bool = False) -> Response:
+    """`?force=true` (shoal): delete virt hosts even while they carry VMs."""
     _gate(request)
-    nodegroups.delete(deps.db(request), deps.caller(request), cluster, ident)
+    nodegroups.delete(deps.db(request), deps.caller(request), cluster, ident, force=force)
     return Response(status_code=204)

@@ -81,6 +81,7 @@ def adopt(p: Pass, uid: str, m: Machine) -> None:
         "project_id": g.project_id, "state": NodeState.BUILDING.value,
         "availability_zone": m.availability_zone, "to_delete": False, "created_at": p.now,
         "image_id": m.image_id, "flavor_id": m.flavor_id, "revision": made_from,
+        "vm_slot": None,
     }  # fmt: skip
     p.w.inserts.append(row)
     p.nodes[uid] = Node(0, uid, m.name, g.cluster_id, g.uuid, g.project_id,

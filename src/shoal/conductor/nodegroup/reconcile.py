@@ -23,6 +23,7 @@ from shoal.conductor.context import Context
 from shoal.conductor.nodegroup import (
     act,
     delete,
+    hosted,
     observe,
     operate,
     rollout,
@@ -31,22 +32,27 @@ from shoal.conductor.nodegroup import (
     status,
 )
 from shoal.conductor.nodegroup.state import Pass, Path
-from shoal.db import outcomes, queue, snapshots
+from shoal.db import outcomes, queue, snapshots, virthosts
+from shoal.db.virthosts import VirtView
 from shoal.domain import status as st
-from shoal.drivers.contract import TAG_NODEGROUP, Machine, TransientError
+from shoal.drivers.contract import TAG_CLUSTER, TAG_NODEGROUP, Machine, TransientError
 
 
 def reconcile_batch(ctx: Context, uuids: list[str]) -> None:
     """One pass over node groups `uuids` (the caller holds their leases)."""
     now = ctx.now()
     providers = ctx.providers_of(uuids, lambda us: snapshots.providers_of(ctx.db, us))
+    # VMs of virt hosts: the driver learns the cluster's hosts before any call.
+    views = {u: _virt_hosts(ctx, providers[u], u) for u in providers}
     # Listed on this worker's thread, not the driver pool's: a listing does not take
     # a create's place among the driver's `driver_concurrency` calls.
-    listed = {u: _listing(ctx, providers[u], u) for u in providers}
+    listed = {u: _listing(ctx, providers[u], u, views[u]) for u in providers}
     # The snapshots are read after the listings: every machine listed had its node
     # row committed before it was created (intent before action).
     snaps = snapshots.load_groups(ctx.db, list(providers))
     passes = [Pass.start(snaps[u], now, listed[u], providers[u]) for u in uuids if u in snaps]
+    for p in passes:
+        p.virt = views.get(p.group_uuid)
     for p in passes:
         plan(ctx, p)
     acting = [p for p in passes if p.path is not Path.CONCLUDE]
@@ -119,16 +125,32 @@ def commit_intent(ctx: Context, passes: list[Pass], now: datetime) -> None:
         p.w = outcomes.GroupWrite()
 
 
-def _listing(ctx: Context, name: str, ng_uuid: str) -> list[Machine] | TransientError:
+def _listing(
+    ctx: Context, name: str, ng_uuid: str, view: VirtView | None
+) -> list[Machine] | TransientError:
     """The group's machines, in one driver call; the error when it failed (nothing
     when the provider is not configured: the pass says so)."""
     provider = ctx.provider(name)
     if provider is None:
         return []
+    tags = {TAG_NODEGROUP: ng_uuid}
+    if view is not None:  # a hosted driver looks only at that cluster's hosts
+        tags[TAG_CLUSTER] = view.cluster_uuid
     try:
-        return ctx.call(provider, lambda: provider.driver.list_machines({TAG_NODEGROUP: ng_uuid}))
+        return ctx.call(provider, lambda: provider.driver.list_machines(tags))
     except TransientError as exc:
         return exc
+
+
+def _virt_hosts(ctx: Context, name: str, ng_uuid: str) -> VirtView | None:
+    """For a group on a hosted provider: its cluster's virt hosts, told to the driver."""
+    provider = ctx.provider(name)
+    if provider is None or not provider.hosted:
+        return None
+    view = virthosts.load(ctx.db, ng_uuid)
+    if view is not None:
+        hosted.tell_hosts(provider, view, ctx.default_provider)
+    return view
 
 
 def unconfigured(ctx: Context, name: str) -> str:

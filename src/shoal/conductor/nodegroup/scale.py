@@ -10,7 +10,7 @@ from collections.abc import Callable, Collection
 from dataclasses import replace
 from typing import Any
 
-from shoal.conductor.nodegroup import spec
+from shoal.conductor.nodegroup import hosted, spec
 from shoal.conductor.nodegroup.state import LIVE, Pass
 from shoal.domain import deletion, health, naming, placement, revision
 from shoal.domain.model import Node, NodeState
@@ -86,7 +86,17 @@ def _waiting(p: Pass) -> bool:
 def add(p: Pass, count: int, live: list[Node]) -> None:
     """Write intent rows for `count` new nodes: final name, uuid and zone."""
     g = p.snap.group
-    zones = placement.spread(p.open_zones(), [n.availability_zone for n in live], count)
+    slots: list[str | None] = []
+    if p.virt is not None:  # VMs of virt hosts: a free slot each, its host the zone
+        chosen = hosted.assign(p, count, live)
+        if not chosen:
+            return
+        zones: list[str | None] = [host for _, host in chosen]
+        slots = [key for key, _ in chosen]
+        count = len(chosen)
+    else:
+        zones = list(placement.spread(p.open_zones(), [n.availability_zone for n in live], count))
+        slots = [None] * count
     taken = {n.name for n in p.nodes.values()}
     names: list[str] = []
     for _ in zones:  # against the group's names and those drawn here; settle_names checks
@@ -94,18 +104,19 @@ def add(p: Pass, count: int, live: list[Node]) -> None:
         taken.add(names[-1])
     probe = spec.probe(p)
     target = revision.of_group(g.spec, p.snap.cluster_attrs)
-    for az, name in zip(zones, names, strict=True):
+    for az, name, slot in zip(zones, names, slots, strict=True):
         uid = str(uuidlib.uuid4())
         row = {
             "uuid": uid, "name": name, "cluster_uuid": g.cluster_id, "nodegroup_uuid": g.uuid,
             "project_id": g.project_id, "state": NodeState.PENDING.value,
             "availability_zone": az, "to_delete": False, "created_at": p.now,
             "image_id": probe.image_id, "flavor_id": probe.flavor_id, "revision": target,
+            "vm_slot": slot,
         }  # fmt: skip
         p.w.inserts.append(row)
         p.nodes[uid] = Node(0, uid, name, g.cluster_id, g.uuid, g.project_id,
                             NodeState.PENDING, az, created_at=p.now,
-                            revision=target)  # fmt: skip
+                            revision=target, vm_slot=slot)  # fmt: skip
         p.to_ensure.append(uid)
     p.progress = True
     p.event("ScalingUp", f"adding {count} node(s) to node group {g.name}")

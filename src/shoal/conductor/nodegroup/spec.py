@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+from shoal.conductor.nodegroup import hosted
 from shoal.conductor.nodegroup.state import Pass
 from shoal.domain import bootstrap, merge
 from shoal.domain.model import ROLE_MASTER, Node, NodeState
@@ -48,6 +49,7 @@ def machine_spec(
         placement_group=placement_group(p),
         boot_volume_size=boot_volume,
         options=dict(spec.provider_options),
+        vm=hosted.shape(p, node),
     )
 
 
@@ -75,7 +77,8 @@ def probe(p: Pass) -> MachineSpec:
 def validate(p: Pass, problems_of: Callable[[MachineSpec], list[str]]) -> list[str]:
     """Cheap checks of the group's spec (the driver's `validate`: no remote I/O)."""
     spec = probe(p)
-    problems = [] if spec.flavor_id else ["the node group has no flavor_id"]
+    # A VM of a virt host is sized by its slot, not a flavor.
+    problems = [] if spec.flavor_id or p.virt is not None else ["the node group has no flavor_id"]
     if not spec.image_id:
         problems.append("the node group has no image_id")
     problems += problems_of(spec) if not problems else []

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from shoal.db import outcomes, snapshots
+from shoal.db.virthosts import VirtView
 from shoal.domain import conditions as cond
 from shoal.domain import health
 from shoal.domain.model import Node, NodeState
@@ -66,6 +67,7 @@ class Pass:
     driver_ops: list[Any] = field(default_factory=list)  # operate.DriverOp: act calls them
     features: frozenset[Feature] = frozenset()  # what the group's provider can do
     agents_expected: bool = False  # its provider's nodes run shoal-agent
+    virt: VirtView | None = None  # its cluster's virt hosts, on a hosted provider
     _updates: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def look_again(self, at: datetime) -> None:

@@ -49,6 +49,14 @@ def of_group(session: Session, group_uuid: str) -> list[m.Node]:
     return [convert.node_from_row(r) for r in rows]
 
 
+def vm_holders(session: Session, cluster_uuid: str) -> list[m.Node]:
+    """The cluster's nodes that hold a VM slot of a virt host."""
+    rows = session.scalars(
+        select(NodeRow).where(NodeRow.cluster_uuid == cluster_uuid, NodeRow.vm_slot.is_not(None))
+    )
+    return [convert.node_from_row(r) for r in rows]
+
+
 def mark_to_delete(session: Session, node_uuids: Sequence[str]) -> None:
     """Mark named nodes for removal (the only node write the API makes)."""
     if node_uuids:

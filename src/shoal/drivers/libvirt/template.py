@@ -20,41 +20,14 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-from shoal.domain import xmlrender
+from shoal.domain import vmtemplate, xmlrender
 from shoal.drivers.contract import MachineSpec, PermanentError
 from shoal.settings import LibvirtFlavor, LibvirtImage, LibvirtSettings
 
-FRAGMENTS = ("metadata", "boot", "disks", "console")
+FRAGMENTS = vmtemplate.FRAGMENTS
 # x86's COMMAND_LINE_SIZE: a longer kernel command line is cut by the kernel.
 CMDLINE_MAX = 2048
-
-DEFAULT = """<domain type='{domain_type}'>
-  <name>{name}</name>
-  <uuid>{uuid}</uuid>
-  <metadata>{metadata}</metadata>
-  <memory unit='MiB'>{memory_mib}</memory>
-  <vcpu>{vcpus}</vcpu>
-  <os>
-    <type arch='x86_64' machine='pc'>hvm</type>
-    {boot}
-  </os>
-  <features><acpi/></features>
-  <clock offset='utc'/>
-  <on_poweroff>destroy</on_poweroff>
-  <on_reboot>restart</on_reboot>
-  <on_crash>destroy</on_crash>
-  <devices>
-    {disks}
-    <interface type='network'>
-      <source network='{network}'/>
-      <mac address='{mac}'/>
-      <model type='virtio'/>
-    </interface>
-    {console}
-    <memballoon model='none'/>
-  </devices>
-</domain>
-"""
+DEFAULT = vmtemplate.DEFAULT
 
 
 def load(settings: LibvirtSettings) -> str:

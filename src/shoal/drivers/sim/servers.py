@@ -14,6 +14,7 @@ from typing import Any
 
 from shoal.drivers import contract
 from shoal.drivers.contract import MachineState
+from shoal.drivers.sim import tables
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,16 @@ def address(seq: int) -> str:
     rest, c = divmod(seq, 254)
     a, b = divmod(rest, 256)
     return f"10.{a % 256}.{b}.{c + 1}"
+
+
+_S = tables.servers
+# The columns `view` reads, in its order.
+ROW = (
+    _S.c.seq, _S.c.machine_id, _S.c.name, _S.c.project, _S.c.cluster, _S.c.nodegroup,
+    _S.c.node, _S.c.flavor, _S.c.image, _S.c.az, _S.c.vcpus, _S.c.ram_mb, _S.c.created_at,
+    _S.c.ready_at, _S.c.up_at, _S.c.fault, _S.c.deleting_at, _S.c.gone_at,
+    _S.c.delete_failures,
+)  # fmt: skip
 
 
 def view(row: Sequence[Any], now: float) -> SimServer | None:

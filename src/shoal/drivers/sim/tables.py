@@ -107,3 +107,14 @@ faults = Table(
     Column("fired", Integer, nullable=False, default=0),
     Column("seen", Integer, nullable=False, default=0),
 )
+
+# VMs on virt hosts (a hosted sim provider): each is a server row too (zone = its
+# host's name, flavor "vm"); this row says which server it runs on and holds the
+# domain XML it was given, as a libvirt host would keep it.
+vms = Table(
+    "sim_vms",
+    metadata,
+    Column("machine_id", String(64), primary_key=True),
+    Column("host", String(64), nullable=False, index=True),  # the host server's machine id
+    Column("xml", Text, nullable=False),
+)

@@ -33,15 +33,11 @@ from shoal.drivers.sim import catalog, limits, tables
 from shoal.drivers.sim.admin import AdminOps
 from shoal.drivers.sim.config import Quota, SimConfig
 from shoal.drivers.sim.faults import FaultKind, FaultRule, Op, jittered, unit
-from shoal.drivers.sim.servers import SimServer, view
+from shoal.drivers.sim.servers import ROW, SimServer, view
+from shoal.drivers.sim.vms import VM_FLAVOR, VmOps
 
 _S = tables.servers
-_ROW = (
-    _S.c.seq, _S.c.machine_id, _S.c.name, _S.c.project, _S.c.cluster, _S.c.nodegroup,
-    _S.c.node, _S.c.flavor, _S.c.image, _S.c.az, _S.c.vcpus, _S.c.ram_mb, _S.c.created_at,
-    _S.c.ready_at, _S.c.up_at, _S.c.fault, _S.c.deleting_at, _S.c.gone_at,
-    _S.c.delete_failures,
-)  # fmt: skip
+_ROW = ROW
 _TAG_COLUMNS = {
     contract.TAG_PROJECT: _S.c.project,
     contract.TAG_CLUSTER: _S.c.cluster,
@@ -83,7 +79,7 @@ _HTTP = {429: "Too Many Requests", 500: "Internal Server Error", 502: "Bad Gatew
          503: "Service Unavailable"}  # fmt: skip
 
 
-class SimWorld(AdminOps):
+class SimWorld(AdminOps, VmOps):
     """One simulated cloud. Thread-safe; open it once per process and share it."""
 
     _calls = 0
@@ -216,6 +212,7 @@ class SimWorld(AdminOps):
         process of its own answers it in one round trip, not two."""
         calls: dict[str, Callable[..., Any]] = {
             "create": self.create,
+            "create_vm": self.create_vm,
             "delete": self.delete,
             "list": self.find,
             "reboot": self.reboot,
@@ -322,7 +319,8 @@ class SimWorld(AdminOps):
                 return _error(rule, row.az)
         took = jittered(cfg.delete_seconds, cfg.jitter, cfg.seed, machine_id, "delete")
         conn.execute(_MARK_DELETING, {"b_seq": row.seq, "now": now, "gone": now + took})
-        self._add_usage(conn, row.project, row.az, Quota(1, row.vcpus, row.ram_mb), -1)
+        if row.flavor != VM_FLAVOR:  # a VM counts against its host, never a quota
+            self._add_usage(conn, row.project, row.az, Quota(1, row.vcpus, row.ram_mb), -1)
         return None
 
     def _empty_group(self, conn: Connection, nodegroup: str, keep: set[str]) -> Exception | None:

@@ -1,0 +1,76 @@
+"""Node groups on VMs of their cluster's virt hosts (a hosted provider,
+`domain/virt.py`): before the group's listing, the driver is told which hosts the
+cluster has; each new node takes a free VM slot (its zone is the slot's host), and
+its machine spec carries the slot's shape, variables and template.
+
+A group whose hosts are not ready waits (Blocked, "no virt host is ready yet"),
+and so does one with no free slot, with the reason saying what to add.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from shoal.conductor.context import Provider
+from shoal.conductor.nodegroup.state import Pass
+from shoal.db.virthosts import VirtView
+from shoal.domain import virt
+from shoal.domain.model import Node
+from shoal.drivers.contract import (
+    BlockedError,
+    BlockedKind,
+    HostedDriver,
+    VirtHost,
+    VmShape,
+)
+
+
+def tell_hosts(provider: Provider, view: VirtView, default_provider: str) -> None:
+    """Give the hosted driver the cluster's ready hosts (before any call about them)."""
+    driver = provider.driver
+    if not isinstance(driver, HostedDriver):
+        return
+    hosts = [
+        VirtHost(
+            h.name, h.node_uuid, view.providers.get(h.group_uuid) or default_provider, h.address
+        )
+        for h in view.hosts
+    ]
+    driver.set_hosts(view.cluster_uuid, hosts)
+
+
+def assign(p: Pass, count: int, live: list[Node]) -> list[tuple[str, str]]:
+    """(slot key, host name) for up to `count` new nodes of the group: as many as free
+    slots allow; when fewer, the reason goes into the pass's errors (Blocked)."""
+    view = p.virt
+    assert view is not None
+    g = p.snap.group
+    taken = set(view.taken)
+    members = Counter(n.availability_zone for n in live if n.availability_zone)
+    out: list[tuple[str, str]] = []
+    for _ in range(count):
+        free = [s for s in view.slots if s.key not in taken]
+        choice = virt.choose(g.name, free, view.hosts, members, p.open_zones())
+        if isinstance(choice, str):
+            p.errors.append(BlockedError(choice, BlockedKind.NO_VALID_HOST))
+            break
+        taken.add(choice.slot.key)
+        members[choice.host.name] += 1
+        out.append((choice.slot.key, choice.host.name))
+    return out
+
+
+def shape(p: Pass, node: Node) -> VmShape | None:
+    """The VM shape of a node that took a slot (None: no slot, or it is gone)."""
+    view = p.virt
+    slot = view.slot(node.vm_slot) if view is not None else None
+    if view is None or slot is None:
+        return None
+    return VmShape(
+        slot=slot.key,
+        vcpus=slot.cpu,
+        ram_mib=slot.ram_mib,
+        disk_gb=slot.disk_gib,
+        variables=dict(slot.attributes),
+        template=view.templates.get(slot.group_uuid),
+    )

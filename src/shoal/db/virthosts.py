@@ -1,0 +1,90 @@
+"""What a pass of a node group on a hosted provider (VMs on virt hosts) reads about
+its cluster's virt hosts, in one snapshot: the ready hosts, the VM slots their
+groups offer, and which slots nodes hold (`domain/virt.py`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from sqlalchemy import bindparam, select
+
+from shoal.db import convert
+from shoal.db.engine import Database
+from shoal.db.tables import NodeGroupRow, NodeRow, table_of
+from shoal.domain import model as m
+from shoal.domain import virt
+
+_NG, _NODE = table_of(NodeGroupRow), table_of(NodeRow)
+_CLUSTER_OF = select(_NG.c.cluster_uuid).where(_NG.c.uuid == bindparam("uuid"))
+_VIRT_GROUPS = (
+    select(*_NG.c)
+    .where(_NG.c.cluster_uuid == bindparam("cluster"), _NG.c.role == m.ROLE_VIRT)
+    .order_by(_NG.c.id)
+)
+_HOSTS = (
+    select(_NODE.c.uuid, _NODE.c.name, _NODE.c.nodegroup_uuid, _NODE.c.state, _NODE.c.address)
+    .where(_NODE.c.nodegroup_uuid.in_(bindparam("groups", expanding=True)))
+    .where(_NODE.c.state != m.NodeState.DELETING.value, _NODE.c.to_delete.is_(False))
+    .order_by(_NODE.c.id)
+)
+_TAKEN = select(
+    _NODE.c.vm_slot, _NODE.c.uuid, _NODE.c.name, _NODE.c.nodegroup_uuid, _NODE.c.availability_zone
+).where(_NODE.c.cluster_uuid == bindparam("cluster"), _NODE.c.vm_slot.is_not(None))
+
+
+@dataclass(frozen=True)
+class Taken:
+    """A node holding a slot: its uuid, name, group and host (zone)."""
+
+    node_uuid: str
+    name: str
+    nodegroup_uuid: str
+    host: str | None
+
+
+@dataclass(frozen=True)
+class VirtView:
+    cluster_uuid: str
+    hosts: tuple[virt.Host, ...] = ()  # ready hosts, each group's oldest first
+    slots: tuple[virt.Slot, ...] = ()
+    taken: Mapping[str, Taken] = field(default_factory=dict)  # slot key -> holder
+    templates: Mapping[str, str | None] = field(default_factory=dict)  # virt group uuid ->
+    groups: Mapping[str, str] = field(default_factory=dict)  # virt group uuid -> name
+    providers: Mapping[str, str | None] = field(default_factory=dict)  # virt group -> its
+
+    def slot(self, key: str | None) -> virt.Slot | None:
+        return next((s for s in self.slots if s.key == key), None) if key else None
+
+
+def load(db: Database, group_uuid: str) -> VirtView | None:
+    """The virt hosts of the cluster of node group `group_uuid` (None: no such group)."""
+    with db.core_read(snapshot=True) as s:
+        cluster = s.scalar(_CLUSTER_OF, {"uuid": group_uuid})
+        if cluster is None:
+            return None
+        groups = [
+            convert.nodegroup_from_row(r) for r in s.execute(_VIRT_GROUPS, {"cluster": cluster})
+        ]
+        live = [g for g in groups if not g.deleting]
+        hosts: list[virt.Host] = []
+        index: dict[str, int] = {}
+        for uid, name, gid, state, address in s.execute(_HOSTS, {"groups": [g.uuid for g in live]}):
+            i = index.get(gid, 0)
+            index[gid] = i + 1
+            if state == m.NodeState.ACTIVE.value:
+                hosts.append(virt.Host(uid, name, gid, i, address))
+        taken = {
+            key: Taken(uid, name, gid, az)
+            for key, uid, name, gid, az in s.execute(_TAKEN, {"cluster": cluster})
+        }
+    slots = [sl for g in live for sl in virt.slots(g.uuid, g.spec.vms)]
+    return VirtView(
+        cluster_uuid=cluster,
+        hosts=tuple(hosts),
+        slots=tuple(slots),
+        taken=taken,
+        templates={g.uuid: g.spec.vm_template for g in live},
+        groups={g.uuid: g.name for g in live},
+        providers={g.uuid: g.spec.provider for g in live},
+    )

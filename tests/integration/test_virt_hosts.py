@@ -1,0 +1,177 @@
+"""Reduced footprint through the services the API calls and the real conductor on the
+real sim: a role=virt group's machines are hosts; its `vms` are VM slots rendered
+into domain XML; groups on the `vms` provider (masters included) take slots, wait
+for their hosts, spread over them, and fail over when a host goes."""
+
+from __future__ import annotations
+
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shoal.domain.errors import Invalid
+from shoal.services import nodegroups
+from tests.integration.conductor_support import Env, make_env
+
+SIZES = [
+    {"id": "small", "cpu": 1, "ram": 2, "nodegroup": "m"},
+    {"id": "medium", "cpu": 2, "ram": 4, "nodegroup": "m"},
+    {"id": "large", "cpu": 4, "ram": 8, "nodegroup": "m", "rack": "r7"},
+]
+
+
+def hosts(count: int = 1, vms: list[dict[str, Any]] | None = None, **more: Any) -> dict[str, Any]:
+    return {"name": "hosts", "role": "virt", "flavor_id": "bm.large", "node_count": count,
+            "vms": vms if vms is not None else SIZES, **more}  # fmt: skip
+
+
+def masters(count: int = 3) -> dict[str, Any]:
+    return {"name": "m", "role": "master", "provider": "vms", "node_count": count}
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Iterator[Env]:
+    yield from make_env(f"sqlite:///{tmp_path / 'shoal.db'}", vms=True)
+
+
+def domain(env: Env, node_uuid: str) -> ET.Element:
+    xml = env.world.domain_xml(node_uuid)
+    assert xml is not None, "no domain for that node"
+    return ET.fromstring(xml)
+
+
+def test_three_vm_sizes_make_three_domains_of_those_sizes(env: Env) -> None:
+    cid = env.create("edge", [hosts(), masters()], flavor_id="m1.small")
+    env.step_until(env.complete(cid), timeout=60)
+    (host,) = env.nodes(cid, "hosts")
+    vms = env.nodes(cid, "m")
+    assert len(vms) == 3 and {n.availability_zone for n in vms} == {host.name}
+    sizes = {}
+    for n in vms:
+        d = domain(env, n.uuid)
+        assert d.findtext("name") == n.name and d.findtext("uuid") == n.uuid
+        sizes[n.vm_slot.rsplit(":", 1)[1]] = (d.findtext("vcpu"), d.findtext("memory"))  # type: ignore[union-attr]
+    assert sizes == {"small": ("1", "2048"), "medium": ("2", "4096"), "large": ("4", "8192")}
+    # Each VM is a server on its host, with the host's capacity taken.
+    assert set(env.world.vms_on(host.uuid)) == {n.uuid for n in vms}
+
+
+def test_an_uploaded_template_puts_a_new_variable_in_the_xml(env: Env) -> None:
+    template = (
+        "<domain type='qemu'><name>{name}</name><uuid>{uuid}</uuid>"
+        "<metadata>{metadata}</metadata><description>{new_value}</description>"
+        "<memory unit='GiB'>{ram}</memory><vcpu>{cpu}</vcpu><os><type>hvm</type></os></domain>"
+    )
+    vms = [{"id": 0, "cpu": 2, "ram": 4, "new_value": "example", "unused": "ignored"}]
+    cid = env.create(
+        "tpl", [hosts(vms=vms, vm_template=template), masters(1)], flavor_id="m1.small"
+    )
+    env.step_until(env.complete(cid), timeout=60)
+    (vm,) = env.nodes(cid, "m")
+    d = domain(env, vm.uuid)
+    assert d.findtext("description") == "example"
+    assert d.findtext("vcpu") == "2" and d.findtext("memory") == "4"
+    assert "ignored" not in (env.world.domain_xml(vm.uuid) or "")  # unused: changes nothing
+
+
+def test_a_template_that_is_not_domain_xml_is_refused_with_its_line(env: Env) -> None:
+    broken = (
+        "<domain type='qemu'>\n<name>{name}</name>\n<metadata>{metadata}</metadata>\n"
+        "<memory>{ram}</memory>\n</domain>"
+    )
+    with pytest.raises(Invalid) as caught:
+        env.create("bad", [hosts(vms=[{"ram": 0.5}], vm_template=broken), masters(1)])
+    assert "line" in str(caught.value) and "vm_template" in str(caught.value)
+    with pytest.raises(Invalid, match="role virt"):
+        env.create("bad2", [{**masters(1), "vms": [{"cpu": 1}]}])
+    with pytest.raises(Invalid, match="used twice"):
+        env.create("bad3", [hosts(vms=[{"id": 1}, {"id": 1}]), masters(1)])
+    assert env.cluster("bad") is None
+
+
+def test_groups_on_vms_wait_for_their_hosts_then_boot(env: Env) -> None:
+    env.world.add_fault({"kind": "server_error", "flavor": "bm.large", "count": 1})
+    cid = env.create("wait", [hosts(), masters(1)], flavor_id="m1.small")
+    env.conductor.run_once()
+    g = env.group(cid, "m")
+    assert "no virt host is ready yet" in (g.status_reason or ""), g.status_reason
+    assert g.status == "CREATE_IN_PROGRESS"
+    env.step_until(env.complete(cid), timeout=60)
+    assert len(env.nodes(cid, "m")) == 1
+
+
+def test_no_free_slot_says_what_to_add(env: Env) -> None:
+    cid = env.create("full", [hosts(vms=SIZES[:1]), masters(1)], flavor_id="m1.small")
+    env.step_until(env.complete(cid), timeout=60)
+    env.resize(cid, "m", 3)  # (an even count is refused for masters: 3)
+    env.step_until(lambda: "no free VM" in (env.group(cid, "m").status_reason or ""))
+    assert "add entries to vms" in (env.group(cid, "m").status_reason or "")
+    assert len(env.nodes(cid, "m")) == 1
+
+
+def test_masters_spread_one_per_host_and_survive_losing_a_host(env: Env) -> None:
+    vms = [{"id": i, "cpu": 2, "ram": 4, "nodegroup": "m"} for i in range(6)]
+    cid = env.create("ha", [hosts(3, vms=vms), masters(3)], flavor_id="m1.small")
+    env.step_until(env.complete(cid), timeout=60)
+    on = {n.availability_zone for n in env.nodes(cid, "m")}
+    assert on == {h.name for h in env.nodes(cid, "hosts")}  # one per host
+    victim = env.nodes(cid, "hosts")[0]
+    env.world.delete(victim.uuid)  # the host dies under its VMs
+    deadline = time.monotonic() + 60
+    while True:
+        env.conductor.run_once()
+        env.skew[0] += timedelta(seconds=30)
+        ms = env.nodes(cid, "m")
+        healthy = [
+            n for n in ms if n.state.value == "ACTIVE" and n.availability_zone != victim.name
+        ]
+        assert len(healthy) >= 2, "lost more than one master"
+        if (
+            len(ms) == 3
+            and all(n.availability_zone != victim.name for n in ms)
+            and env.complete(cid)()
+        ):
+            break
+        assert time.monotonic() < deadline, "the master on the lost host was not replaced"
+        time.sleep(0.02)
+
+
+def test_vms_and_template_are_returned(env: Env) -> None:
+    cid = env.create("show", [hosts(), masters(1)], flavor_id="m1.small")
+    view = nodegroups.get(env.db, env.caller, cid, "hosts")
+    assert [dict(x) for x in view.group.spec.vms] == SIZES
+
+
+def test_taking_down_hosts_that_carry_vms_needs_force(env: Env) -> None:
+    from shoal.domain.errors import Conflict
+    from shoal.services import resize
+
+    vms = [{"id": i, "cpu": 1, "ram": 1} for i in range(4)]
+    spare = {"name": "spare", "role": "virt", "flavor_id": "bm.large", "node_count": 1}
+    plain = {"name": "w", "flavor_id": "m1.small", "node_count": 1}  # the default workers
+    groups = [masters(1), plain, hosts(2, vms=vms), spare]
+    cid = env.create("guard", groups, flavor_id="m1.small")
+    env.step_until(env.complete(cid), timeout=60)
+    (vm,) = env.nodes(cid, "m")
+    with pytest.raises(Conflict) as caught:
+        nodegroups.delete(env.db, env.caller, cid, "hosts")
+    assert vm.name in str(caught.value) and "--force" in str(caught.value)
+    carrier = vm.availability_zone
+    with pytest.raises(Conflict, match=vm.name):
+        env.resize(cid, "hosts", 1, remove=[carrier or ""])
+    with pytest.raises(Conflict, match="remove those nodes first"):
+        nodegroups.update(env.db, env.caller, cid, "hosts", [
+            {"op": "replace", "path": "/vms", "value": []}])  # fmt: skip
+    assert len(env.nodes(cid, "hosts")) == 2 and env.group(cid, "hosts").spec.vms
+    # A host without VMs goes; a group without VMs is deleted; force takes them down.
+    other = next(h.name for h in env.nodes(cid, "hosts") if h.name != carrier)
+    env.resize(cid, "hosts", 1, remove=[other])
+    nodegroups.delete(env.db, env.caller, cid, "spare")
+    body = {"node_count": 0, "nodegroup": "hosts", "force": True}
+    resize.resize_cluster(env.db, env.caller, cid, body)
+    env.step_until(lambda: not env.nodes(cid, "hosts"), timeout=60)
