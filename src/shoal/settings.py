@@ -177,12 +177,18 @@ class LibvirtSettings:
         "this deployment's name on hosts that other shoal deployments share: each lists "
         "(and sweeps) only the machines of its own scope",
     )
+    uri_template: str | None = _opt(
+        None,
+        "hosted: the provider's hosts are the virt hosts of each cluster (nodes of role=virt "
+        "groups), reached at this URI ({name} and {address} filled in, e.g. "
+        "qemu+ssh://root@{address}/system); its machines are the VMs of their vms",
+    )
 
     def problems(self) -> list[str]:
         """What is wrong with these settings, each as `key: message` (key relative)."""
         out: list[str] = []
-        if not self.hosts:
-            out.append("hosts: at least one host is required")
+        if not self.hosts and not self.uri_template:
+            out.append("hosts: at least one host is required (or uri_template: hosted)")
         named: tuple[tuple[str, tuple[Any, ...]], ...] = (
             ("hosts", self.hosts),
             ("flavors", self.flavors),

@@ -294,3 +294,41 @@ def test_deployments_sharing_a_host_see_only_their_own_but_count_all(make: Any) 
     b.ensure_machine(spec(flavor_id="m1.small", availability_zone="h1"))
     with pytest.raises(BlockedError, match="RAM MiB 14336 of 12288"):  # east's counts too
         b.ensure_machine(spec(flavor_id="m1.small", availability_zone="h1"))
+
+
+def test_hosted_vms_go_on_the_clusters_virt_hosts_sized_by_their_slot(tmp_path: Path) -> None:
+    """uri_template: the hosts are a cluster's virt hosts, told by the conductor; a VM's
+    size and template variables are its slot's; a host's size is read from the host."""
+    require_libvirt_python()
+    node = tmp_path / "node.xml"
+    node.write_text(NODE_XML)  # 8 cores, 16 GiB: what getInfo reports
+    driver = LibvirtDriver(settings(hosts=(), uri_template=f"test://{node}"))
+    try:
+        caps = driver.capabilities()
+        assert caps.has(contract.Feature.HOSTED) and not caps.has(contract.Feature.REBUILD)
+        template = DEFAULT.replace("<features>", "<description>{new_value}</description><features>")
+        shape = contract.VmShape("g:0", vcpus=2, ram_mib=2048,
+                                 variables={"new_value": "example", "unused": 1},
+                                 template=template)  # fmt: skip
+        s = spec(cluster_id="c1", availability_zone="h2", vm=shape)
+        with pytest.raises(BlockedError, match="virt host h2 is not ready"):
+            driver.ensure_machine(s)
+        hosts = [contract.VirtHost("h1", "m-1", "sim"), contract.VirtHost("h2", "m-2", "sim")]
+        driver.set_hosts("c1", hosts)
+        made = driver.ensure_machine(s)
+        assert made.availability_zone == "h2" and made.machine_id == s.machine_id
+        d = domain_xml(driver, s.machine_id)
+        assert d.findtext("vcpu") == "2" and d.findtext("memory") == "2097152"  # KiB
+        assert d.findtext("description") == "example"
+        listed = driver.list_machines({contract.TAG_CLUSTER: "c1"})
+        assert [m.machine_id for m in listed] == [s.machine_id]
+        big = contract.VmShape("g:1", vcpus=12, ram_mib=1024)
+        with pytest.raises(BlockedError, match="full") as caught:
+            driver.ensure_machine(spec(cluster_id="c1", availability_zone="h1", vm=big))
+        assert caught.value.az == "h1" and "of 8" in caught.value.reason
+        with pytest.raises(PermanentError, match="VM slot"):
+            driver.ensure_machine(spec(cluster_id="c1", availability_zone="h1"))
+    finally:
+        for m in driver.list_machines({}):
+            driver.delete_machine(m.machine_id)
+        driver.close()

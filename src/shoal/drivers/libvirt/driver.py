@@ -18,11 +18,12 @@ import dataclasses
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import Any
 
 from shoal.drivers.contract import (
+    TAG_CLUSTER,
     BlockedError,
     BlockedKind,
     Capabilities,
@@ -32,15 +33,20 @@ from shoal.drivers.contract import (
     MachineState,
     PermanentError,
     TransientError,
+    VirtHost,
 )
 from shoal.drivers.libvirt import errors, facts, placement, template, volumes
 from shoal.drivers.libvirt import seed as nocloud
 from shoal.drivers.libvirt.facts import XMLNS, Meta
 from shoal.drivers.libvirt.hosts import Hosts
 from shoal.drivers.libvirt.listing import Looker, Seen
-from shoal.settings import LibvirtFlavor, LibvirtImage, LibvirtSettings
+from shoal.settings import LibvirtFlavor, LibvirtHostSettings, LibvirtImage, LibvirtSettings
 
 FEATURES = frozenset({Feature.REBOOT, Feature.REBUILD})
+# Hosted (uri_template): machines are VMs of the clusters' virt hosts, sized by their
+# slots. No rebuild: a VM's template and variables are its virt group's, which the
+# driver does not keep; the repair ladder goes from reboot to replace.
+HOSTED_FEATURES = frozenset({Feature.REBOOT, Feature.HOSTED})
 # A domain shoal defined but that does not run yet (its start is on its way) reads as
 # BUILDING this long, then as ERROR: nothing shut it down on shoal's behalf.
 START_GRACE_S = 120.0
@@ -48,6 +54,7 @@ STRICT = {"anti-affinity"}
 METADATA_ELEMENT = 2  # VIR_DOMAIN_METADATA_ELEMENT
 AFFECT_CONFIG = 2  # VIR_DOMAIN_AFFECT_CONFIG
 OPERATION_INVALID = 55
+VM_FLAVOR = "vm"  # hosted: a VM's size is its slot's
 
 
 class LibvirtDriver:
@@ -72,6 +79,20 @@ class LibvirtDriver:
         self._host_locks = {h: threading.Lock() for h in self.hosts.names}  # rebuilds
         self._machine_locks: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
+        self.hosted = bool(settings.uri_template)
+        self._clusters: dict[str, tuple[str, ...]] = {}  # hosted: cluster -> its hosts
+
+    def set_hosts(self, cluster_id: str, hosts: Sequence[VirtHost]) -> None:
+        """Hosted: the ready virt hosts of cluster `cluster_id`, each reached at the
+        provider's uri_template. No I/O (a host's size is read on first use)."""
+        template = self.settings.uri_template or ""
+        for h in hosts:
+            uri = template.format(name=h.name, address=h.address or "")
+            self.hosts.add(LibvirtHostSettings(name=h.name, uri=uri))
+            with self._lock:
+                self._host_locks.setdefault(h.name, threading.Lock())
+        with self._lock:
+            self._clusters[cluster_id] = tuple(h.name for h in hosts)
 
     # ------------------------------------------------------------------ contract
     def capabilities(self) -> Capabilities:
@@ -80,7 +101,7 @@ class LibvirtDriver:
             availability_zones=self.hosts.names,
             flavors=tuple(self.flavors),
             images=tuple(self.images),
-            features=FEATURES,
+            features=HOSTED_FEATURES if self.hosted else FEATURES,
             zones_are_targets=True,
         )
 
@@ -102,14 +123,14 @@ class LibvirtDriver:
     def validate(self, spec: MachineSpec) -> list[str]:
         """Unknown flavor, image, host or option; from the settings, never raises."""
         problems = []
-        if spec.flavor_id not in self.flavors:
+        if not self.hosted and spec.flavor_id not in self.flavors:
             known = ", ".join(self.flavors)
             problems.append(f"flavor {spec.flavor_id!r} does not exist (flavors: {known})")
         if spec.image_id not in self.images:
             known = ", ".join(self.images) or "none configured"
             problems.append(f"image {spec.image_id!r} does not exist (images: {known})")
         az = spec.availability_zone
-        if az is not None and az not in self.hosts.settings:
+        if az is not None and az not in self.hosts.settings and not self.hosted:
             known = ", ".join(self.hosts.names)
             problems.append(f"availability zone {az!r} is not a host of this provider ({known})")
         for key in sorted(spec.options):
@@ -123,6 +144,17 @@ class LibvirtDriver:
         problems = self.validate(spec)
         if problems:
             raise PermanentError("; ".join(problems))
+        if self.hosted and spec.vm is None:
+            raise PermanentError(
+                "a machine of this provider is a VM of a virt host: the node group needs a "
+                "VM slot (vms of a role=virt group of its cluster)"
+            )
+        if self.hosted and spec.availability_zone not in self.hosts.settings:
+            raise BlockedError(
+                f"No valid host was found: virt host {spec.availability_zone} is not ready",
+                BlockedKind.NO_VALID_HOST,
+                az=spec.availability_zone,
+            )
         with self._machine(spec.machine_id):
             found = self._find(spec.machine_id, spec.availability_zone)
             if found is None:
@@ -162,7 +194,12 @@ class LibvirtDriver:
         """shoal's machines whose tags include `tags`: one listing per host (plus one
         lease table per host while machines wait for an address). TransientError."""
         out: list[Machine] = []
-        for host in self.hosts.names:
+        hosts = self.hosts.names
+        if self.hosted:  # only the cluster's virt hosts (all known, without a cluster)
+            with self._lock:
+                cluster = self._clusters.get(tags.get(TAG_CLUSTER, ""))
+            hosts = cluster if cluster is not None else hosts
+        for host in hosts:
             seen = self.looker.look(host)
             use = placement.use_of(((s.facts, s.running) for s in seen), self.flavors)
             with self._lock:
@@ -173,6 +210,8 @@ class LibvirtDriver:
                     continue  # not shoal's, or another deployment's
                 if any(meta.tags.get(k) != v for k, v in tags.items()):
                     continue
+                if self.hosted and meta.host and meta.host != host:
+                    continue  # virt hosts sharing one libvirtd (tests): each its own VMs
                 with self._lock:
                     self._where[s.facts.uuid] = host
                 out.append(self._as_machine(host, s, self.looker.address(host, s)))
@@ -221,7 +260,7 @@ class LibvirtDriver:
     # ------------------------------------------------------------------ making one
     def _create(self, spec: MachineSpec) -> tuple[str, Seen]:
         """Reserve room on a host, define the domain there (not started yet)."""
-        flavor = self.flavors[spec.flavor_id]
+        flavor = self._flavor_of(spec)
         group = spec.placement_group.name if spec.placement_group else ""
         host = self._reserve(spec, flavor, group)
         try:
@@ -229,6 +268,12 @@ class LibvirtDriver:
         finally:
             with self._lock:
                 self._pending.get(host, {}).pop(spec.machine_id, None)
+
+    def _flavor_of(self, spec: MachineSpec) -> LibvirtFlavor:
+        """The machine's size: its flavor's, or a VM's slot's."""
+        if spec.vm is not None:
+            return LibvirtFlavor(VM_FLAVOR, spec.vm.vcpus, spec.vm.ram_mib, spec.vm.disk_gb)
+        return self.flavors[spec.flavor_id]
 
     def _reserve(self, spec: MachineSpec, flavor: LibvirtFlavor, group: str) -> str:
         """The host for `spec` (its zone, or the emptiest with room), with the machine's
@@ -249,6 +294,8 @@ class LibvirtDriver:
                 host = chosen
             else:
                 host = spec.availability_zone
+                if self.hosted:  # a virt host's size, from the host, once
+                    self.hosts.measure(host)
                 refused = self._refusal(host, flavor, group, strict, self._use(host))
                 if refused is not None:
                     fresh = self._use(host, fresh=True)
@@ -321,7 +368,8 @@ class LibvirtDriver:
                                  machine_id=spec.machine_id, data=data)  # fmt: skip
                 seed = self.hosts.call(host, upload)
             d = template.Domain(host, flavor, image, mac, disk, meta.xml(), seed)
-            xml = template.render(self.template, self.settings, spec, d)
+            chosen = spec.vm.template if spec.vm and spec.vm.template else self.template
+            xml = template.render(chosen, self.settings, spec, d)
             return self.hosts.call(host, lambda c: c.defineXML(xml)), facts.parse(xml)
         except BaseException:
             with contextlib.suppress(Exception):  # the overlay or seed made before it failed

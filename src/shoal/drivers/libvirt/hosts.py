@@ -4,6 +4,7 @@ it broke; every call to a host goes through `Hosts.call`, the driver's edge."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -39,6 +40,31 @@ class Hosts:
         self._conns: dict[str, Any] = {}
         self._locks = {h.name: threading.Lock() for h in hosts}
         self.libvirt: Any = None
+
+    def add(self, host: LibvirtHostSettings) -> None:
+        """A host learned at run time (a cluster's virt host); the same name and URI
+        again changes nothing, another URI replaces it (its connection reopens)."""
+        known = self.settings.get(host.name)
+        if known is not None and known.uri == host.uri:
+            return
+        self._locks.setdefault(host.name, threading.Lock())
+        self.settings[host.name] = host
+        self.names = tuple(self.settings)
+        old = self._conns.pop(host.name, None)
+        if old is not None:
+            with contextlib.suppress(Exception):
+                old.close()
+
+    def measure(self, host: str) -> LibvirtHostSettings:
+        """The host's settings, its cores and memory read from the host itself (getInfo)
+        when they were not given. Transient or Permanent as `call`."""
+        h = self.settings[host]
+        if h.cores and h.ram_mb:
+            return h
+        info = self.call(host, lambda c: c.getInfo())  # [model, MiB, cpus, ...]
+        measured = dataclasses.replace(h, cores=int(info[2]), ram_mb=int(info[1]))
+        self.settings[host] = measured
+        return measured
 
     def connection(self, host: str) -> Any:
         """The open connection to `host` (opens it). Raises libvirtError."""

@@ -125,7 +125,7 @@ def attributes(settings: LibvirtSettings, spec: MachineSpec, d: Domain) -> Mappi
     if settings.console_dir:
         path = str(Path(settings.console_dir) / f"{spec.name}.console")
         console = f"<serial type='file'><source path={quoteattr(path)}/><target port='0'/></serial>"
-    return {
+    own = {
         "name": spec.name,
         "uuid": spec.machine_id,
         "domain_type": settings.domain_type,
@@ -150,6 +150,7 @@ def attributes(settings: LibvirtSettings, spec: MachineSpec, d: Domain) -> Mappi
         "disks": disks,
         "console": console,
     }
+    return vmtemplate.variables(own, spec.vm.variables if spec.vm else None)
 
 
 def render(template: str, settings: LibvirtSettings, spec: MachineSpec, d: Domain) -> str:
