@@ -183,6 +183,13 @@ class LibvirtSettings:
         "groups), reached at this URI ({name} and {address} filled in, e.g. "
         "qemu+ssh://root@{address}/system); its machines are the VMs of their vms",
     )
+    cpu_allocation_ratio: float = _opt(
+        4.0,
+        "hosted: vCPUs placed per physical CPU of a virt host (its size is read from the "
+        "host; memory is never overcommitted)",
+        lo=1.0,
+        hi=64.0,
+    )
 
     def problems(self) -> list[str]:
         """What is wrong with these settings, each as `key: message` (key relative)."""

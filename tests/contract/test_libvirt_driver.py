@@ -302,7 +302,9 @@ def test_hosted_vms_go_on_the_clusters_virt_hosts_sized_by_their_slot(tmp_path: 
     require_libvirt_python()
     node = tmp_path / "node.xml"
     node.write_text(NODE_XML)  # 8 cores, 16 GiB: what getInfo reports
-    driver = LibvirtDriver(settings(hosts=(), uri_template=f"test://{node}"))
+    driver = LibvirtDriver(
+        settings(hosts=(), uri_template=f"test://{node}", cpu_allocation_ratio=1)
+    )
     try:
         caps = driver.capabilities()
         assert caps.has(contract.Feature.HOSTED) and not caps.has(contract.Feature.REBUILD)

@@ -175,3 +175,29 @@ def test_taking_down_hosts_that_carry_vms_needs_force(env: Env) -> None:
     body = {"node_count": 0, "nodegroup": "hosts", "force": True}
     resize.resize_cluster(env.db, env.caller, cid, body)
     env.step_until(lambda: not env.nodes(cid, "hosts"), timeout=60)
+
+
+def test_deleting_the_cluster_deletes_the_vms_before_their_hosts(env: Env) -> None:
+    cid = env.create("bye", [masters(3), hosts()], flavor_id="m1.small")
+    env.step_until(env.complete(cid), timeout=60)
+    (host,) = env.nodes(cid, "hosts")
+    vm_ids = {n.uuid for n in env.nodes(cid, "m")}
+    env.delete(cid)
+    saw_wait = False
+    deadline = time.monotonic() + 60
+    while env.cluster(cid) is not None:
+        assert time.monotonic() < deadline, "the cluster was not deleted"
+        env.conductor.run_once()
+        servers = {s.machine_id: s for s in env.world.servers(cluster=cid)}
+        if host.uuid in servers and servers[host.uuid].state.value == "DELETING":
+            assert not vm_ids & {m for m, s in servers.items() if s.state.value != "DELETING"}
+        try:
+            reason = env.group(cid, "hosts").status_reason or ""
+        except Exception:  # the group is gone
+            reason = ""
+        saw_wait = saw_wait or "VM node(s) on these virt hosts" in reason
+        time.sleep(0.02)
+    assert saw_wait
+    assert env.world.servers(cluster=cid) == [] or all(
+        s.state.value == "DELETING" for s in env.world.servers(cluster=cid)
+    )

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import bindparam, func, select
 
 from shoal.db import convert
 from shoal.db.engine import Database
@@ -27,6 +27,9 @@ _HOSTS = (
     .where(_NODE.c.nodegroup_uuid.in_(bindparam("groups", expanding=True)))
     .where(_NODE.c.state != m.NodeState.DELETING.value, _NODE.c.to_delete.is_(False))
     .order_by(_NODE.c.id)
+)
+_VM_NODES_LEFT = select(func.count()).where(
+    _NODE.c.cluster_uuid == bindparam("cluster"), _NODE.c.vm_slot.is_not(None)
 )
 _TAKEN = select(
     _NODE.c.vm_slot, _NODE.c.uuid, _NODE.c.name, _NODE.c.nodegroup_uuid, _NODE.c.availability_zone
@@ -66,10 +69,13 @@ def load(db: Database, group_uuid: str) -> VirtView | None:
         groups = [
             convert.nodegroup_from_row(r) for r in s.execute(_VIRT_GROUPS, {"cluster": cluster})
         ]
+        # Hosts of every virt group, one being deleted too (its VMs are deleted before
+        # it: they must still be found); slots only of the groups that stay.
         live = [g for g in groups if not g.deleting]
         hosts: list[virt.Host] = []
         index: dict[str, int] = {}
-        for uid, name, gid, state, address in s.execute(_HOSTS, {"groups": [g.uuid for g in live]}):
+        every = {"groups": [g.uuid for g in groups]}
+        for uid, name, gid, state, address in s.execute(_HOSTS, every):
             i = index.get(gid, 0)
             index[gid] = i + 1
             if state == m.NodeState.ACTIVE.value:
@@ -85,6 +91,12 @@ def load(db: Database, group_uuid: str) -> VirtView | None:
         slots=tuple(slots),
         taken=taken,
         templates={g.uuid: g.spec.vm_template for g in live},
-        groups={g.uuid: g.name for g in live},
-        providers={g.uuid: g.spec.provider for g in live},
+        groups={g.uuid: g.name for g in groups},
+        providers={g.uuid: g.spec.provider for g in groups},
     )
+
+
+def vm_nodes_left(db: Database, cluster_uuid: str) -> int:
+    """How many nodes of the cluster are VMs of virt hosts (rows not dropped yet)."""
+    with db.core_read() as s:
+        return int(s.scalar(_VM_NODES_LEFT, {"cluster": cluster_uuid}) or 0)

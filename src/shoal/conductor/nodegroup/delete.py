@@ -18,10 +18,16 @@ from shoal.domain.model import NodeState
 from shoal.drivers.contract import MachineState
 
 
-def plan(p: Pass) -> None:
+def plan(p: Pass, vms_left: int = 0) -> None:
     """Before the calls: mark every node DELETING and choose the machines to delete;
-    with no machine left, the group row goes (nothing to ask the cloud)."""
+    with no machine left, the group row goes (nothing to ask the cloud). Virt hosts
+    of a cluster being deleted go last: while `vms_left` VM nodes remain on them,
+    they wait (their VMs' groups must still reach them to delete the VMs)."""
     g = p.snap.group
+    if vms_left and p.machines:
+        p.path = Path.CONCLUDE
+        p.hosts_wait = f"waiting for {vms_left} VM node(s) on these virt hosts to be deleted"
+        return
     if not p.machines:
         p.path = Path.CONCLUDE
         p.w.delete_group = True
@@ -44,7 +50,7 @@ def conclude(ctx: Context, p: Pass) -> None:
     g, now = p.snap.group, p.now
     status.retry_events(p)
     left = len(p.machines)
-    msg = f"waiting for {left} machine(s) to be deleted"
+    msg = p.hosts_wait or f"waiting for {left} machine(s) to be deleted"
     conds = cond.set_false(g.conditions, cond.READY, cond.DELETION_IN_PROGRESS, msg, now)
     base = ctx.settings.requeue_seconds
     delay = base if p.delete_errors else min(base, 0.2)

@@ -35,6 +35,7 @@ from shoal.conductor.nodegroup.state import Pass, Path
 from shoal.db import outcomes, queue, snapshots, virthosts
 from shoal.db.virthosts import VirtView
 from shoal.domain import status as st
+from shoal.domain.model import ROLE_VIRT
 from shoal.drivers.contract import TAG_CLUSTER, TAG_NODEGROUP, Machine, TransientError
 
 
@@ -81,7 +82,10 @@ def plan(ctx: Context, p: Pass) -> None:
         status.listing_failed(ctx, p)
     elif g.deleting or p.snap.cluster_deleting:
         p.path = Path.DELETE
-        delete.plan(p)
+        hosts_last = p.snap.cluster_deleting and g.spec.role == ROLE_VIRT
+        delete.plan(p, virthosts.vm_nodes_left(ctx.db, g.cluster_id) if hosts_last else 0)
+        if p.hosts_wait:
+            delete.conclude(ctx, p)
     elif st.is_failed(g.status) and g.observed_generation >= g.generation:
         p.path = Path.CONCLUDE
         status.resting(p)  # FAILED waits for a retry (new generation)

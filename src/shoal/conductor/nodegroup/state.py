@@ -68,6 +68,7 @@ class Pass:
     features: frozenset[Feature] = frozenset()  # what the group's provider can do
     agents_expected: bool = False  # its provider's nodes run shoal-agent
     virt: VirtView | None = None  # its cluster's virt hosts, on a hosted provider
+    hosts_wait: str = ""  # virt hosts being deleted: why they wait for their VMs
     _updates: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def look_again(self, at: datetime) -> None:

@@ -295,7 +295,7 @@ class LibvirtDriver:
             else:
                 host = spec.availability_zone
                 if self.hosted:  # a virt host's size, from the host, once
-                    self.hosts.measure(host)
+                    self.hosts.measure(host, self.settings.cpu_allocation_ratio)
                 refused = self._refusal(host, flavor, group, strict, self._use(host))
                 if refused is not None:
                     fresh = self._use(host, fresh=True)

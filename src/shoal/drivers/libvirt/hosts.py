@@ -55,14 +55,16 @@ class Hosts:
             with contextlib.suppress(Exception):
                 old.close()
 
-    def measure(self, host: str) -> LibvirtHostSettings:
-        """The host's settings, its cores and memory read from the host itself (getInfo)
-        when they were not given. Transient or Permanent as `call`."""
+    def measure(self, host: str, cpu_ratio: float = 1.0) -> LibvirtHostSettings:
+        """The host's settings, its cores (its CPUs times `cpu_ratio`) and memory read
+        from the host itself (getInfo) when they were not given. Transient or Permanent
+        as `call`."""
         h = self.settings[host]
         if h.cores and h.ram_mb:
             return h
         info = self.call(host, lambda c: c.getInfo())  # [model, MiB, cpus, ...]
-        measured = dataclasses.replace(h, cores=int(info[2]), ram_mb=int(info[1]))
+        cores = int(int(info[2]) * cpu_ratio)
+        measured = dataclasses.replace(h, cores=cores, ram_mb=int(info[1]))
         self.settings[host] = measured
         return measured
 
