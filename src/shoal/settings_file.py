@@ -3,7 +3,7 @@
     default_provider: east          # optional: the first provider otherwise
     providers:
       - name: east                  # what node groups choose it by
-        driver: sim                 # sim (openstack and libvirt: see docs/configuration.md)
+        driver: sim                 # sim or openstack (see docs/configuration.md)
         settings: {time_scale: 50}  # the driver's own typed settings
         rate_per_s: 20              # optional limits on shoal's calls to it
         concurrency: 16
@@ -33,6 +33,7 @@ from shoal.settings import (
     Settings,
     SettingsError,
     check_bounds,
+    check_required,
     driver_settings,
 )
 
@@ -135,7 +136,12 @@ def _provider(settings: Settings, entry: Any, where: str) -> ProviderSettings:
     # The sim's defaults are the SHOAL_SIM_* variables; other drivers start from theirs.
     base = settings.sim if driver == "sim" else driver_settings()[str(driver)]()
     options = _typed(base, entry.get("settings") or {}, f"{where}.settings")
+    check_required(options, lambda name: f"{where}.settings.{name}")
     limits = {k: entry[k] for k in PROVIDER_KEYS[3:] if entry.get(k) is not None}
+    # A driver may say how many parallel calls suit its clouds when the file does not.
+    default_concurrency = getattr(options, "PROVIDER_CONCURRENCY", None)
+    if default_concurrency is not None:
+        limits.setdefault("concurrency", default_concurrency)
     p: ProviderSettings = _typed(
         ProviderSettings(name=name, driver=str(driver), options=options), limits, where
     )
@@ -160,10 +166,16 @@ def _typed(base: Any, values: Any, where: str) -> Any:
 
 
 def _value(kind: str, value: Any, where: str) -> Any:
-    """A YAML value as the field's type: int, float (ints accepted), bool, str."""
+    """A YAML value as the field's type: int, float (ints accepted), bool, str, or a
+    list of strings (`tuple[str, ...]`; one string is a list of one)."""
     if value is None and "None" in kind:
         return None
     base = kind.replace(" | None", "")
+    if base == "tuple[str, ...]":
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, list) or not all(isinstance(v, str) and v for v in items):
+            raise SettingsError(f"{where}: {value!r} is not a list of strings")
+        return tuple(items)
     ok = {
         "int": isinstance(value, int) and not isinstance(value, bool),
         "float": isinstance(value, int | float) and not isinstance(value, bool),

@@ -108,7 +108,7 @@ def _open(settings: Settings) -> tuple[Runtime, Sealer]:
     except SettingsError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_USAGE) from exc
-    runtime = build_runtime(settings)
+    runtime = _runtime(settings)
     try:
         certificates.seal_stored_keys(runtime.db, sealer)
     except ShoalError as exc:
@@ -116,6 +116,16 @@ def _open(settings: Settings) -> tuple[Runtime, Sealer]:
         typer.echo(f"error: {exc.message}", err=True)
         raise typer.Exit(EXIT_USAGE) from exc
     return runtime, sealer
+
+
+def _runtime(settings: Settings, with_conductor: bool | None = None) -> Runtime:
+    """The runtime; a provider that cannot be opened (a clouds.yaml entry that does not
+    exist, say) is one line and exit 2."""
+    try:
+        return build_runtime(settings, with_conductor=with_conductor)
+    except SettingsError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_USAGE) from exc
 
 
 def _where(settings: Settings) -> str:
@@ -130,7 +140,7 @@ def conductor() -> None:
     """
     settings = _settings()
     datadir.secure(settings)
-    runtime = build_runtime(settings, with_conductor=True)
+    runtime = _runtime(settings, with_conductor=True)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())

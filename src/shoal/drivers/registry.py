@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shoal.drivers.contract import Driver
-from shoal.settings import ProviderSettings, Settings
+from shoal.settings import ProviderSettings, Settings, SettingsError
 
 
 @dataclass
@@ -91,4 +91,13 @@ def _open(settings: Settings, ps: ProviderSettings) -> Provider:
 
         driver, world, process, close = open_provider(settings.sim_db_url(ps), ps.options)
         return Provider(ps, driver, world, process, close)
+    if ps.driver == "openstack":
+        from shoal.drivers.openstack import open_provider as open_openstack
+
+        pool = ps.concurrency or settings.conductor_settings.driver_concurrency
+        try:
+            driver, close = open_openstack(ps.options, pool_size=pool)
+        except SettingsError as exc:
+            raise SettingsError(f"provider {ps.name!r}: {exc}") from exc
+        return Provider(ps, driver, close=close)
     raise ValueError(f"provider {ps.name!r}: driver {ps.driver!r} is not available")
