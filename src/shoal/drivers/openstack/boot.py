@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from openstack import exceptions as sdk_exceptions
 from openstack.connection import Connection
 
 from shoal.drivers.contract import MachineSpec, PermanentError
@@ -82,9 +83,10 @@ class Networks:
         with self._lock:
             if ref in self._ids:
                 return self._ids[ref]
-        found = conn.network.find_network(ref, ignore_missing=True)
-        if found is None:
-            raise PermanentError(f"network {ref!r} does not exist in the cloud")
+        try:
+            found = conn.network.find_network(ref, ignore_missing=False)
+        except sdk_exceptions.NotFoundException as exc:
+            raise PermanentError(f"network {ref!r} does not exist in the cloud") from exc
         with self._lock:
             self._ids[ref] = str(found.id)
         return str(found.id)

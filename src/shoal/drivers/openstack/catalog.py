@@ -1,5 +1,9 @@
 """What the cloud offers: availability zones, flavors and images, cached.
 
+A zone whose hosts are all disabled is still a zone (Nova lists it, not available):
+it is known to `validate`, and a create there is refused as "no valid host" for that
+zone, so the conductor places the node in another one rather than failing the group.
+
 `validate` must not call the cloud, so it reads the last `Catalog` loaded (by the
 conductor's provider check, or by a create when the cache is older than the
 provider's `catalog_refresh_seconds`). Until one is loaded, `validate` has no
@@ -20,7 +24,8 @@ class Catalog:
     """One look at the cloud's zones, flavors and images. Flavors and images are
     found by name or by id; a name that several images share finds none."""
 
-    zones: tuple[str, ...] = ()
+    zones: tuple[str, ...] = ()  # every zone, available or not
+    down: frozenset[str] = frozenset()  # zones Nova says are not available now
     flavors: Mapping[str, str] = field(default_factory=dict)  # name or id -> id
     flavor_names: tuple[str, ...] = ()
     images: Mapping[str, str | None] = field(default_factory=dict)  # name or id -> id
@@ -61,9 +66,11 @@ class Catalog:
 
 
 def load(conn: Connection) -> Catalog:
-    """The cloud's available zones, its flavors and its active images now (three
-    listings). Raises what the SDK raises; the caller maps it."""
-    zones = tuple(sorted(z.name for z in conn.compute.availability_zones() if _available(z.state)))
+    """The cloud's zones (and which are not available), its flavors and its active
+    images now (three listings). Raises what the SDK raises; the caller maps it."""
+    listed = list(conn.compute.availability_zones())
+    zones = tuple(sorted(z.name for z in listed))
+    down = frozenset(z.name for z in listed if not _available(z.state))
     flavors: dict[str, str] = {}
     for f in conn.compute.flavors(details=False):
         flavors[f.id] = f.id
@@ -81,6 +88,7 @@ def load(conn: Connection) -> Catalog:
     flavor_names = tuple(sorted(k for k, v in flavors.items() if k != v))
     return Catalog(
         zones=zones,
+        down=down,
         flavors=flavors,
         flavor_names=flavor_names,
         images=images,

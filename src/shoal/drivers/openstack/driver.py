@@ -20,6 +20,8 @@ from openstack.connection import Connection
 
 from shoal.drivers import contract
 from shoal.drivers.contract import (
+    BlockedError,
+    BlockedKind,
     Capabilities,
     DriverError,
     Feature,
@@ -280,6 +282,16 @@ class OpenStackDriver:
             status = errors.status_of(exc)
             if isinstance(err, TransientError) and (status is None or status >= 500):
                 self.ledger.lost(spec.machine_id)
+            zone = spec.availability_zone
+            said = err.reason.lower()
+            unavailable = "availability zone" in said and "not available" in said
+            if status == 400 and unavailable and zone in self.catalog.zones:
+                # A zone that exists (Nova listed it) with no enabled host: full, for now.
+                raise BlockedError(
+                    f"no valid host: availability zone {zone} is not available now ({err.reason})",
+                    BlockedKind.NO_VALID_HOST,
+                    az=zone,
+                ) from exc
             group = spec.placement_group
             if group is not None and status in (400, 404) and "group" in err.reason.lower():
                 self.groups.forget(group)  # removed meanwhile: made again on the retry
