@@ -1,8 +1,10 @@
-"""`./run bench` (= `python -m benchmarks`): shoal's scale figures on the sim.
+"""`./run bench` (= `python -m benchmarks`): shoal's scale figures on the sim, and
+shoal on real Nova beside a plain openstacksdk loop.
 
-./run bench                 every scenario at full size (about 3 minutes here)
+./run bench                 every scenario at full size (several minutes here)
 ./run bench --quick         small sizes, seconds (the test suite runs this)
 ./run bench --only overhead,resize
+./run bench openstack       one scenario by name (the same as --only openstack)
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Callable
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks import scenarios, speedup
+from benchmarks import openstack, scenarios, speedup
 from benchmarks.scenarios import Row
 
 
@@ -28,6 +30,7 @@ def plan(quick: bool) -> dict[str, Callable[[], list[Row]]]:
             "many": lambda: scenarios.many_clusters(5, 10),
             "speedup": lambda: speedup.pg_speedup([1, 2], speedup.Workload(4, 5, latency_ms=20)),
             "bounds": lambda: scenarios.bounds(repeat=10),
+            "openstack": lambda: openstack.nova_side_by_side([5], rounds=1),
         }
     return {
         "overhead": lambda: scenarios.overhead([(1, 100, 0), (10, 100, 5), (50, 200, 60)]),
@@ -41,11 +44,12 @@ def plan(quick: bool) -> dict[str, Callable[[], list[Row]]]:
         "many": lambda: scenarios.many_clusters(200, 20),
         "speedup": lambda: speedup.pg_speedup([1, 2, 4], speedup.Workload(30, 20)),
         "bounds": lambda: scenarios.bounds(repeat=50),
+        "openstack": lambda: openstack.nova_side_by_side([20, 50]),
     }
 
 
 def render(rows: list[Row], console: Console) -> None:
-    table = Table(title="shoal on the sim driver (real API + conductor processes)")
+    table = Table(title="shoal (real API + conductor processes) on the sim driver and on Nova")
     for col in (
         "scenario",
         "N",
@@ -79,13 +83,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
     parser.add_argument("--only", default="", help="comma-separated scenario names")
+    parser.add_argument("names", nargs="*", help="scenario names (the same as --only)")
     args = parser.parse_args(argv)
     todo = plan(args.quick)
-    if args.only:
-        unknown = set(args.only.split(",")) - set(todo)
+    only = [n for n in args.only.split(",") if n] + list(args.names)
+    if only:
+        unknown = set(only) - set(todo)
         if unknown:
             parser.error(f"unknown scenario(s) {sorted(unknown)}; choose from {sorted(todo)}")
-        todo = {k: v for k, v in todo.items() if k in args.only.split(",")}
+        todo = {k: v for k, v in todo.items() if k in only}
     console = Console(width=160)
     rows: list[Row] = []
     for name, run in todo.items():

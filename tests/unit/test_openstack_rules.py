@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from openstack.compute.v2.server import Server
 
 from shoal.drivers.contract import (
     BlockedError,
@@ -19,6 +18,8 @@ from shoal.drivers.contract import (
     TransientError,
 )
 from shoal.drivers.openstack import boot, catalog, errors, servers
+from shoal.drivers.openstack.identity import Scope
+from shoal.drivers.openstack.ledger import Ledger
 
 NVH = "No valid host was found. There are not enough hosts available."
 
@@ -95,15 +96,17 @@ def test_a_servers_fault_names_a_refusal(
     assert errors.fault_kind(code, message) is kind
 
 
-def server(**attrs: Any) -> Server:
+def server(**attrs: Any) -> dict[str, Any]:
+    """One server's JSON as Nova's `GET /servers/detail` gives it (microversion 2.100)."""
     base: dict[str, Any] = {
         "id": "s-1",
         "name": "n0",
         "status": "ACTIVE",
+        "OS-EXT-STS:task_state": None,
         "metadata": {"shoal-node": "node-1", "shoal-deployment": "d", "shoal-image": "img"},
-        "created_at": "2026-01-01T00:00:00Z",
+        "created": "2026-01-01T00:00:00Z",
     }
-    return Server.existing(**{**base, **attrs})
+    return {**base, **attrs}
 
 
 @pytest.mark.parametrize(
@@ -124,7 +127,9 @@ def server(**attrs: Any) -> Server:
 def test_a_nova_status_is_a_machine_state(
     status: str, task_state: str | None, state: MachineState
 ) -> None:
-    assert servers.state_of(server(status=status, task_state=task_state))[0] is state
+    assert (
+        servers.state_of(server(status=status, **{"OS-EXT-STS:task_state": task_state}))[0] is state
+    )
 
 
 def test_a_failed_server_says_why_as_nova_said_it() -> None:
@@ -166,11 +171,11 @@ def test_tags_fit_nova_and_a_listing_matches_the_exact_values() -> None:
 
 
 def test_of_two_servers_of_one_node_every_process_keeps_the_same() -> None:
-    old = server(id="b", created_at="2026-01-01T00:00:00Z")
-    new = server(id="a", created_at="2026-01-01T00:00:05Z")
-    going = server(id="c", created_at="2025-12-31T00:00:00Z", task_state="deleting")
+    old = server(id="b", created="2026-01-01T00:00:00Z")
+    new = server(id="a", created="2026-01-01T00:00:05Z")
+    going = server(id="c", created="2025-12-31T00:00:00Z", **{"OS-EXT-STS:task_state": "deleting"})
     assert servers.canonical([new, going, old]) == (old, [new, going])
-    twin = server(id="a", created_at=old.created_at)
+    twin = server(id="a", created=old["created"])
     assert servers.canonical([old, twin])[0] is twin  # same second: the smaller id
 
 
@@ -214,3 +219,26 @@ def test_the_catalog_names_what_is_unknown_and_has_no_opinion_before_its_first_l
     said = cat.problems("m9", "nope", "az9")
     assert len(said) == 3 and "(flavors: m1.small)" in said[0] and "(zones: az1, az2)" in said[2]
     assert "names several images" in cat.problems("m1.small", "dup", "az1")[0]
+
+
+def test_a_recent_listing_that_did_not_show_a_machine_spares_its_lookup() -> None:
+    now = [100.0]
+    ledger = Ledger(clock=lambda: now[0])
+    tags = {"shoal-project": "p", "shoal-cluster": "c", "shoal-nodegroup": "g", "shoal-node": "m1"}
+    assert not ledger.absent("m1", tags, 30)  # never listed: look it up
+    ledger.listed({"shoal-nodegroup": "g"}, 100.0, ["m0"])
+    assert ledger.absent("m1", tags, 30)
+    assert not ledger.absent("m0", {**tags, "shoal-node": "m0"}, 30)  # it was shown
+    other = {**tags, "shoal-nodegroup": "h"}
+    assert not ledger.absent("m1", other, 30)  # that listing does not cover group h
+    ledger.remember("m1", "server-1", Scope("p", "c"))
+    assert not ledger.absent("m1", tags, 30)  # made by this process since
+    ledger.forget("m1")
+    ledger.lost("m1")
+    assert not ledger.absent("m1", tags, 30)  # a create whose answer was lost
+    assert ledger.unsettled("m1", 10) == 0.0
+    now[0] = 111.0
+    assert ledger.unsettled("m1", 10) is None  # settled: it may be created again
+    assert ledger.absent("m1", tags, 30)
+    now[0] = 131.0
+    assert not ledger.absent("m1", tags, 30)  # the listing is too old to prove anything

@@ -13,14 +13,12 @@ from __future__ import annotations
 import base64
 import re
 import threading
-from collections.abc import Callable
 from typing import Any
 
 from openstack import exceptions as sdk_exceptions
 from openstack.connection import Connection
 
 from shoal.drivers.contract import MachineSpec, PermanentError
-from shoal.settings import OpenStackSettings
 
 # Provider options a node group may set (`provider_options`), with what each does.
 OPTIONS = {
@@ -92,37 +90,36 @@ class Networks:
         return str(found.id)
 
 
-def create_attrs(
+def create_body(
     spec: MachineSpec,
-    settings: OpenStackSettings,
     *,
     flavor_id: str,
     image_id: str,
     networks: list[dict[str, str]] | str,
     tags: list[str],
     metadata: dict[str, str],
-    server_group: Callable[[], str | None],
+    server_group: str | None,
 ) -> dict[str, Any]:
-    """The body of `POST /servers` for `spec`, as openstacksdk's `create_server` takes it."""
-    attrs: dict[str, Any] = {
+    """The body of `POST /servers` for `spec`."""
+    server: dict[str, Any] = {
         "name": spec.name,
-        "flavor_id": flavor_id,
-        "image_id": image_id,
+        "flavorRef": flavor_id,
+        "imageRef": image_id,
         "networks": networks,
         "tags": tags,
         "metadata": metadata,
     }
     if spec.availability_zone:
-        attrs["availability_zone"] = spec.availability_zone
+        server["availability_zone"] = spec.availability_zone
     if spec.keypair:
-        attrs["key_name"] = spec.keypair
+        server["key_name"] = spec.keypair
     if spec.user_data:
-        attrs["user_data"] = _b64(spec.user_data)
+        server["user_data"] = _b64(spec.user_data)
     if spec.security_groups:
-        attrs["security_groups"] = [{"name": name} for name in spec.security_groups]
+        server["security_groups"] = [{"name": name} for name in spec.security_groups]
     if str(spec.options.get("config_drive", "")).lower() in TRUE:
-        attrs["config_drive"] = True
-    group = server_group() if settings.server_groups and spec.placement_group else None
-    if group is not None:
-        attrs["scheduler_hints"] = {"group": group}
-    return attrs
+        server["config_drive"] = True
+    body: dict[str, Any] = {"server": server}
+    if server_group is not None:
+        body["os:scheduler_hints"] = {"group": server_group}
+    return body

@@ -2,11 +2,13 @@
 driver").
 
 A machine is a Nova server tagged with the deployment and shoal's four tags. A
-listing is one `GET /servers/detail?tags=...`; a create first looks for a server
-with the node's tag (one request), so a repeated create finds the first one's
-server; a delete is idempotent (404 is done). Every SDK and keystoneauth exception
-is mapped at this edge (errors.py). Which credentials a call uses is the
-`Identity`'s business (identity.py); the driver only names each call's scope.
+listing is one `GET /servers/detail?tags=...` (a page per 1,000 servers). A create
+is one `POST /servers` once the machine is known to have no server (a recent
+listing did not show it, or a lookup by its tag finds none), so a repeated create
+finds the first one's server. A delete is idempotent (404 is done). Every SDK and
+keystoneauth exception is mapped at this edge (errors.py). Which credentials a
+call uses is the `Identity`'s business (identity.py); the driver names each
+call's scope.
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping
+from typing import Any
 
-from openstack.compute.v2.server import Server
 from openstack.connection import Connection
 
 from shoal.drivers import contract
@@ -34,6 +36,7 @@ from shoal.drivers.contract import (
 from shoal.drivers.openstack import boot, catalog, errors, servers
 from shoal.drivers.openstack.identity import DEPLOYMENT, Identity, Scope
 from shoal.drivers.openstack.ledger import Ledger
+from shoal.drivers.openstack.nova import Compute
 from shoal.drivers.openstack.servergroups import ServerGroups
 from shoal.settings import OpenStackSettings
 
@@ -41,6 +44,8 @@ log = logging.getLogger(__name__)
 
 FEATURES = frozenset({Feature.REBOOT, Feature.REBUILD})
 REBOOTING = frozenset({"REBOOT", "HARD_REBOOT"})
+# A listing this recent that did not show a machine lets its create skip the lookup.
+LISTING_FRESH_S = 30.0
 
 
 class OpenStackDriver:
@@ -58,6 +63,8 @@ class OpenStackDriver:
         self.networks = boot.Networks()
         self.ledger = Ledger()
         self._catalog_lock = threading.Lock()
+        self._computes: dict[int, Compute] = {}
+        self._computes_lock = threading.Lock()
 
     # ------------------------------------------------------------ what it offers
     def capabilities(self) -> Capabilities:
@@ -96,9 +103,10 @@ class OpenStackDriver:
         image, zone, network; what `validate` refuses)."""
         scope = Scope(spec.project_id, spec.cluster_id)
         conn = self.identity.connection(scope)
+        nova = self._compute(conn)
         zone = spec.availability_zone
         with errors.edge(zone):
-            found = self._find(conn, spec.machine_id, scope)
+            found = self._existing_server(nova, spec, scope)
             if found is not None:
                 return servers.machine(found)
             age = self.ledger.unsettled(spec.machine_id, self.settings.create_settle_seconds)
@@ -110,25 +118,25 @@ class OpenStackDriver:
                 )
             flavor_id, image_id = self._resolve(conn, spec)
             tags, metadata = servers.labels(self.deployment, spec)
-            attrs = boot.create_attrs(
+            group = spec.placement_group if self.settings.server_groups else None
+            body = boot.create_body(
                 spec,
-                self.settings,
                 flavor_id=flavor_id,
                 image_id=image_id,
                 networks=self.networks.request(conn, spec.networks or self.settings.networks),
                 tags=tags,
                 metadata=metadata,
-                server_group=lambda: self._server_group(conn, spec),
+                server_group=self.groups.ensure(conn, group) if group is not None else None,
             )
-        server = self._post(conn, spec, attrs)
-        self.ledger.remember(spec.machine_id, server.id, scope)
+        made = self._post(nova, spec, body)
+        self.ledger.remember(spec.machine_id, str(made["id"]), scope)
         return Machine(
             machine_id=spec.machine_id,
             name=spec.name,
             state=MachineState.BUILDING,
             tags={servers.TAG_DEPLOYMENT: self.deployment, **spec.tags},
             availability_zone=zone,
-            provider_id=server.id,
+            provider_id=str(made["id"]),
             image_id=spec.image_id,
             flavor_id=spec.flavor_id,
         )
@@ -136,16 +144,16 @@ class OpenStackDriver:
     def delete_machine(self, machine_id: str) -> None:
         """Idempotent: a server gone (404) or going is done. TransientError only."""
         known = self.ledger.known(machine_id)
-        scope = known.scope if known else DEPLOYMENT
-        conn = self.identity.connection(scope)
+        nova = self._compute(self.identity.connection(known.scope if known else DEPLOYMENT))
         try:
             with errors.edge():
                 if known is not None:
                     ids = [known.server_id]
                 else:
-                    ids = [s.id for s in self._tagged(conn, {contract.TAG_NODE: machine_id})]
+                    tagged = self._tagged(nova, {contract.TAG_NODE: machine_id})
+                    ids = [str(s["id"]) for s in tagged]
                 for server_id in ids:
-                    conn.compute.delete_server(server_id, ignore_missing=True)
+                    nova.delete(server_id)
         except TransientError:
             raise
         except DriverError as exc:  # never Blocked nor Permanent: a delete is retried
@@ -154,13 +162,14 @@ class OpenStackDriver:
 
     def list_machines(self, tags: Mapping[str, str]) -> list[Machine]:
         """Every server of this deployment whose tags include `tags`, in one request
-        (pages of Nova's max_limit). Two servers of one node: the oldest is reported
-        and the others deleted. TransientError only."""
+        (a page per 1,000). Two servers of one node: the oldest is reported and the
+        others deleted. TransientError only."""
         scope = Scope(tags.get(contract.TAG_PROJECT), tags.get(contract.TAG_CLUSTER))
-        conn = self.identity.connection(scope)
+        nova = self._compute(self.identity.connection(scope))
+        asked = self.ledger.clock()
         with errors.edge():
-            found = self._tagged(conn, tags)
-        by_node: dict[str, list[Server]] = {}
+            found = self._tagged(nova, tags)
+        by_node: dict[str, list[servers.Server]] = {}
         for s in found:
             mid = servers.machine_id_of(s)
             if mid:
@@ -169,76 +178,98 @@ class OpenStackDriver:
         for mid, group in by_node.items():
             kept, extra = servers.canonical(group)
             if extra:
-                self._delete_duplicates(conn, mid, extra)
-            self.ledger.remember(mid, kept.id, scope)
+                self._delete_duplicates(nova, mid, extra)
+            self.ledger.remember(mid, str(kept["id"]), scope)
             out.append(servers.machine(kept))
+        self.ledger.listed(tags, asked, by_node)
         return out
 
     def reboot_machine(self, machine_id: str) -> None:
         """A soft reboot; one under way is not restarted. Transient, or Permanent when
         the machine does not exist or is being deleted."""
-        conn, server = self._existing(machine_id)
-        if (server.status or "").upper() in REBOOTING:
+        nova, server = self._running(machine_id)
+        if str(server.get("status", "")).upper() in REBOOTING:
             return
         with errors.edge():
-            conn.compute.reboot_server(server.id, "SOFT")
+            nova.action(str(server["id"]), {"reboot": {"type": "SOFT"}})
 
     def rebuild_machine(self, machine_id: str, image_id: str) -> None:
         """Reinstall with `image_id`, keeping id, name and address; a rebuild to that
         image under way is not restarted. Transient or Permanent."""
-        conn, server = self._existing(machine_id)
-        meta = dict(server.metadata or {})
-        if (server.status or "").upper() == "REBUILD" and meta.get(servers.META_IMAGE) == image_id:
+        nova, server = self._running(machine_id)
+        meta = dict(server.get("metadata") or {})
+        rebuilding = str(server.get("status", "")).upper() == "REBUILD"
+        if rebuilding and meta.get(servers.META_IMAGE) == image_id:
             return
         with errors.edge():
-            image = self._image(conn, image_id)
-            meta[servers.META_IMAGE] = image_id
-            conn.compute.rebuild_server(server.id, image, metadata=meta)
+            image = self._image(nova.conn, image_id)
+            meta[servers.META_IMAGE] = image_id  # the rebuild replaces the metadata whole
+            nova.action(str(server["id"]), {"rebuild": {"imageRef": image, "metadata": meta}})
 
     # ------------------------------------------------------------------- helpers
-    def _tagged(self, conn: Connection, tags: Mapping[str, str]) -> list[Server]:
-        """This deployment's servers whose tags include `tags` (one request per page)."""
-        q = servers.query(self.deployment, tags)
-        return [
-            s
-            for s in conn.compute.servers(details=True, tags=q)
-            if servers.matches(s, self.deployment, tags)
-        ]
+    def _compute(self, conn: Connection) -> Compute:
+        with self._computes_lock:
+            nova = self._computes.get(id(conn))
+            if nova is None or nova.conn is not conn:
+                nova = self._computes[id(conn)] = Compute(conn)
+            return nova
 
-    def _find(self, conn: Connection, machine_id: str, scope: Scope) -> Server | None:
-        """The server of `machine_id`, if one exists (duplicates are removed)."""
-        found = self._tagged(conn, {contract.TAG_NODE: machine_id})
+    def _tagged(self, nova: Compute, tags: Mapping[str, str]) -> list[servers.Server]:
+        """This deployment's servers whose tags include `tags`."""
+        q = servers.query(self.deployment, tags)
+        return [s for s in nova.list({"tags": q}) if servers.matches(s, self.deployment, tags)]
+
+    def _existing_server(
+        self, nova: Compute, spec: MachineSpec, scope: Scope
+    ) -> servers.Server | None:
+        """The server of `spec`'s machine, if it has one: by its id when this process
+        made or listed it, else by its tag, unless a recent listing says it has none."""
+        mid = spec.machine_id
+        known = self.ledger.known(mid)
+        if known is not None:
+            server = nova.get(known.server_id)
+            if server is not None and servers.machine_id_of(server) == mid:
+                return server
+            self.ledger.forget(mid)  # gone (or not ours): look again by tag
+        elif self.ledger.absent(mid, spec.tags, LISTING_FRESH_S):
+            return None
+        return self._find(nova, mid, scope)
+
+    def _find(self, nova: Compute, machine_id: str, scope: Scope) -> servers.Server | None:
+        """The server tagged with `machine_id`, if one exists (duplicates are removed)."""
+        found = self._tagged(nova, {contract.TAG_NODE: machine_id})
         if not found:
             return None
         kept, extra = servers.canonical(found)
         if extra:
-            self._delete_duplicates(conn, machine_id, extra)
-        self.ledger.remember(machine_id, kept.id, scope)
+            self._delete_duplicates(nova, machine_id, extra)
+        self.ledger.remember(machine_id, str(kept["id"]), scope)
         return kept
 
-    def _existing(self, machine_id: str) -> tuple[Connection, Server]:
+    def _running(self, machine_id: str) -> tuple[Compute, servers.Server]:
         """The server of `machine_id`, not being deleted; PermanentError otherwise."""
         known = self.ledger.known(machine_id)
         scope = known.scope if known else DEPLOYMENT
-        conn = self.identity.connection(scope)
+        nova = self._compute(self.identity.connection(scope))
         with errors.edge():
-            server = self._find(conn, machine_id, scope)
+            server = self._find(nova, machine_id, scope)
         if server is None or servers.state_of(server)[0] is MachineState.DELETING:
             raise PermanentError(f"machine {machine_id} does not exist (or is being deleted)")
-        return conn, server
+        return nova, server
 
-    def _delete_duplicates(self, conn: Connection, machine_id: str, extra: list[Server]) -> None:
+    def _delete_duplicates(
+        self, nova: Compute, machine_id: str, extra: list[servers.Server]
+    ) -> None:
         for s in extra:
             if servers.state_of(s)[0] is MachineState.DELETING:
                 continue
-            log.warning(
-                "openstack: machine %s has a second server %s; deleting it", machine_id, s.id
-            )
+            log.warning("openstack: machine %s has a second server %s; deleting it",
+                        machine_id, s["id"])  # fmt: skip
             try:
                 with errors.edge():
-                    conn.compute.delete_server(s.id, ignore_missing=True)
+                    nova.delete(str(s["id"]))
             except DriverError as exc:  # the next listing tries again
-                log.warning("openstack: cannot delete server %s now: %s", s.id, exc.reason)
+                log.warning("openstack: cannot delete server %s now: %s", s["id"], exc.reason)
 
     def _refresh(self, conn: Connection) -> catalog.Catalog:
         with self._catalog_lock, errors.edge():
@@ -269,31 +300,31 @@ class OpenStackDriver:
             raise PermanentError(f"image {ref!r} does not exist in the cloud (images: {known})")
         return image
 
-    def _server_group(self, conn: Connection, spec: MachineSpec) -> str | None:
-        group = spec.placement_group
-        return self.groups.ensure(conn, group) if group is not None else None
-
-    def _post(self, conn: Connection, spec: MachineSpec, attrs: dict[str, object]) -> Server:
+    def _post(self, nova: Compute, spec: MachineSpec, body: dict[str, Any]) -> dict[str, Any]:
         """`POST /servers`; an answer that never came is remembered (ledger.py)."""
         try:
-            return conn.compute.create_server(**attrs)
+            return nova.create(body)
         except errors.HANDLED as exc:
-            err = errors.mapped(exc, spec.availability_zone)
-            status = errors.status_of(exc)
-            if isinstance(err, TransientError) and (status is None or status >= 500):
-                self.ledger.lost(spec.machine_id)
-            zone = spec.availability_zone
-            said = err.reason.lower()
-            unavailable = "availability zone" in said and "not available" in said
-            if status == 400 and unavailable and zone in self.catalog.zones:
-                # A zone that exists (Nova listed it) with no enabled host: full, for now.
-                raise BlockedError(
-                    f"no valid host: availability zone {zone} is not available now ({err.reason})",
-                    BlockedKind.NO_VALID_HOST,
-                    az=zone,
-                ) from exc
-            group = spec.placement_group
-            if group is not None and status in (400, 404) and "group" in err.reason.lower():
-                self.groups.forget(group)  # removed meanwhile: made again on the retry
-                raise TransientError(f"its server group is gone: {err.reason}") from exc
-            raise err from exc
+            raise self._refused(spec, exc) from exc
+
+    def _refused(self, spec: MachineSpec, exc: BaseException) -> DriverError:
+        """The error to raise for a create the cloud refused (or did not answer)."""
+        err = errors.mapped(exc, spec.availability_zone)
+        status = errors.status_of(exc)
+        if isinstance(err, TransientError) and (status is None or status >= 500):
+            self.ledger.lost(spec.machine_id)
+        zone = spec.availability_zone
+        said = err.reason.lower()
+        unavailable = "availability zone" in said and "not available" in said
+        if status == 400 and unavailable and zone in self.catalog.zones:
+            # A zone that exists (Nova listed it) with no enabled host: full, for now.
+            return BlockedError(
+                f"no valid host: availability zone {zone} is not available now ({err.reason})",
+                BlockedKind.NO_VALID_HOST,
+                az=zone,
+            )
+        group = spec.placement_group
+        if group is not None and status in (400, 404) and "group" in said:
+            self.groups.forget(group)  # removed meanwhile: made again on the retry
+            return TransientError(f"its server group is gone: {err.reason}")
+        return err

@@ -1,5 +1,11 @@
 """What one driver instance remembers between calls: each machine's server id and
-scope (from listings and creates), and the creates whose answer was lost.
+scope (from listings and creates), what its recent listings showed, and the creates
+whose answer was lost.
+
+A create needs to know that the machine has no server yet. The conductor lists a
+node group (one request) just before it creates the group's new machines, so a
+listing of this process, recent and covering the machine's tags, that did not show
+the machine is that proof; without one, the create looks the machine up first.
 
 A create whose answer never came (a timeout, a reset connection, a 5xx) may still
 make its server: Nova stores it before it answers. Until the server shows, or the
@@ -11,9 +17,11 @@ create that landed after its retry) are reduced to one by the listing.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from shoal.drivers.openstack.identity import Scope
@@ -25,12 +33,45 @@ class Known:
     scope: Scope
 
 
+LISTINGS_KEPT = 4096  # the most recent listings remembered (one per tag set)
+
+
 class Ledger:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self._known: dict[str, Known] = {}
         self._lost: dict[str, float] = {}  # machine id -> when its create's answer was lost
+        # tag set -> (when it was listed, the machine ids it showed)
+        self._listed: OrderedDict[frozenset[tuple[str, str]], tuple[float, frozenset[str]]]
+        self._listed = OrderedDict()
         self._lock = threading.Lock()
+
+    def listed(self, tags: Mapping[str, str], since: float, machine_ids: Iterable[str]) -> None:
+        """A listing of `tags` asked at `since` showed `machine_ids`."""
+        key = frozenset(tags.items())
+        with self._lock:
+            self._listed[key] = (since, frozenset(machine_ids))
+            self._listed.move_to_end(key)
+            while len(self._listed) > LISTINGS_KEPT:
+                self._listed.popitem(last=False)
+
+    def absent(self, machine_id: str, tags: Mapping[str, str], fresh_s: float) -> bool:
+        """Whether a listing asked less than `fresh_s` ago, of tags that the machine's
+        `tags` include, did not show it, and this process made no server for it since
+        (nor lost the answer of a create)."""
+        now = self.clock()
+        items = sorted(tags.items())
+        subsets = (
+            frozenset(c) for r in range(len(items) + 1) for c in itertools.combinations(items, r)
+        )
+        with self._lock:
+            if machine_id in self._known or machine_id in self._lost:
+                return False
+            for key in subsets:
+                since, shown = self._listed.get(key, (float("-inf"), frozenset()))
+                if now - since < fresh_s and machine_id not in shown:
+                    return True
+            return False
 
     def remember(self, machine_id: str, server_id: str, scope: Scope) -> None:
         with self._lock:

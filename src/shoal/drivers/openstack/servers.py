@@ -1,4 +1,5 @@
-"""Nova servers as the contract's machines: their tags, their metadata, their state.
+"""Nova servers (their JSON, as `GET /servers/detail` gives it) as the contract's
+machines: their tags, their metadata, their state.
 
 Every server shoal makes carries shoal's tags twice: as Nova **tags** (`key=value`
 strings, which `GET /servers/detail?tags=a,b` matches all of, in one request) and
@@ -13,11 +14,11 @@ import hashlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from openstack.compute.v2.server import Server
-
 from shoal.drivers import contract
 from shoal.drivers.contract import Machine, MachineSpec, MachineState
 from shoal.drivers.openstack import errors
+
+Server = Mapping[str, Any]  # one server's JSON
 
 TAG_DEPLOYMENT = "shoal-deployment"
 META_IMAGE = "shoal-image"  # the image and flavor as shoal named them
@@ -64,53 +65,54 @@ def labels(deployment: str, spec: MachineSpec) -> tuple[list[str], dict[str, str
 def matches(server: Server, deployment: str, tags: Mapping[str, str]) -> bool:
     """Whether the server's metadata holds exactly the deployment and `tags` (a digest
     tag matched, the values must too)."""
-    meta = server.metadata or {}
+    meta = server.get("metadata") or {}
     if meta.get(TAG_DEPLOYMENT) != deployment:
         return False
     return all(meta.get(k) == v for k, v in tags.items())
 
 
 def machine_id_of(server: Server) -> str | None:
-    return (server.metadata or {}).get(contract.TAG_NODE)
+    node = (server.get("metadata") or {}).get(contract.TAG_NODE)
+    return str(node) if node else None
 
 
 def machine(server: Server) -> Machine:
     """The contract's view of a server shoal made."""
-    meta: Mapping[str, str] = server.metadata or {}
+    meta: Mapping[str, str] = server.get("metadata") or {}
     state, fault = state_of(server)
     kind = None
-    if state is MachineState.ERROR and server.fault:
-        kind = errors.fault_kind(server.fault.get("code"), fault)
-    image = server.image.id if server.image is not None else None
-    flavor = server.flavor.original_name if server.flavor is not None else None
+    if state is MachineState.ERROR and server.get("fault"):
+        kind = errors.fault_kind(server["fault"].get("code"), fault)
+    image = server.get("image") or {}  # "" when it boots from a volume
+    flavor = server.get("flavor") or {}
     return Machine(
         machine_id=meta[contract.TAG_NODE],
-        name=server.name,
+        name=str(server.get("name", "")),
         state=state,
         tags={k: meta[k] for k in TAG_KEYS if k in meta},
-        availability_zone=server.availability_zone or None,
-        address=address(server.addresses),
-        provider_id=server.id,
+        availability_zone=server.get("OS-EXT-AZ:availability_zone") or None,
+        address=address(server.get("addresses")),
+        provider_id=str(server["id"]),
         fault=fault,
-        image_id=meta.get(META_IMAGE) or image,
-        flavor_id=meta.get(META_FLAVOR) or flavor,
+        image_id=meta.get(META_IMAGE) or (image.get("id") if isinstance(image, dict) else None),
+        flavor_id=meta.get(META_FLAVOR) or flavor.get("original_name") or flavor.get("id"),
         fault_kind=kind,
     )
 
 
 def state_of(server: Server) -> tuple[MachineState, str | None]:
     """The contract's state of a server, and why it is in ERROR (Nova's fault)."""
-    status = (server.status or "BUILD").upper()
-    if server.task_state == "deleting" or status in GONE:
+    status = str(server.get("status") or "BUILD").upper()
+    if server.get("OS-EXT-STS:task_state") == "deleting" or status in GONE:
         return MachineState.DELETING, None
     if status == "ACTIVE":
         return MachineState.ACTIVE, None
     if status in BUSY:
         return MachineState.BUILDING, None
     if status == "ERROR":
-        message = (server.fault or {}).get("message") or ""
-        details = "" if message else (server.fault or {}).get("details", "")
-        return MachineState.ERROR, (message or details or "Nova reports the server in ERROR")
+        fault = server.get("fault") or {}
+        message = str(fault.get("message") or fault.get("details") or "")
+        return MachineState.ERROR, (message or "Nova reports the server in ERROR")
     # SHUTOFF, SUSPENDED, PAUSED, SHELVED, RESCUE, UNKNOWN (its host does not answer):
     # the server exists but does not run; the conductor judges it as a failed machine.
     return MachineState.ERROR, f"Nova reports the server {status}"
@@ -137,7 +139,7 @@ def canonical(servers: Iterable[Server]) -> tuple[Server, list[Server]]:
 
     def order(s: Server) -> tuple[bool, str, str]:
         deleting = state_of(s)[0] is MachineState.DELETING
-        return (deleting, s.created_at or "~", s.id)
+        return (deleting, str(s.get("created") or "~"), str(s["id"]))
 
     ordered = sorted(servers, key=order)
     return ordered[0], ordered[1:]
