@@ -81,7 +81,7 @@ def _embedded(settings: Settings) -> ProviderSettings:
     _check_driver(settings.driver, "SHOAL_DRIVER")
     if settings.driver != "sim":
         raise SettingsError(
-            f"SHOAL_DRIVER={settings.driver}: the {settings.driver} driver needs its settings; "
+            f"SHOAL_DRIVER={settings.driver!r}: the {settings.driver} driver needs its settings; "
             "name the provider in a config file (SHOAL_CONFIG, see docs/configuration.md)"
         )
     return ProviderSettings(name=DEFAULT_PROVIDER, driver="sim", options=settings.sim)

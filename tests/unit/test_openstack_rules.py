@@ -242,3 +242,12 @@ def test_a_recent_listing_that_did_not_show_a_machine_spares_its_lookup() -> Non
     assert ledger.absent("m1", tags, 30)
     now[0] = 131.0
     assert not ledger.absent("m1", tags, 30)  # the listing is too old to prove anything
+
+
+def test_a_machine_keeps_its_address_while_nova_drops_it_during_deletion() -> None:
+    ledger = Ledger()
+    scope = Scope("p", "c")
+    assert ledger.remember("m", "s", scope, None) is None  # building: no address yet
+    assert ledger.remember("m", "s", scope, "192.168.0.3") == "192.168.0.3"
+    assert ledger.remember("m", "s", scope, None) == "192.168.0.3"  # deleting
+    assert ledger.remember("m", "other-server", scope, None) is None  # another server

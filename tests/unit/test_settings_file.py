@@ -99,7 +99,7 @@ def test_a_missing_file_is_named(tmp_path: Path) -> None:
     ("driver", "says"),
     [
         ("nosuch", "SHOAL_DRIVER='nosuch' is not a known driver"),
-        ("openstack", "SHOAL_DRIVER=openstack: the openstack driver needs its settings"),
+        ("openstack", "SHOAL_DRIVER='openstack': the openstack driver needs its settings"),
     ],
 )
 def test_shoal_driver_names_what_is_wrong(driver: str, says: str) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from openstack.connection import Connection
@@ -179,8 +180,9 @@ class OpenStackDriver:
             kept, extra = servers.canonical(group)
             if extra:
                 self._delete_duplicates(nova, mid, extra)
-            self.ledger.remember(mid, str(kept["id"]), scope)
-            out.append(servers.machine(kept))
+            m = servers.machine(kept)
+            address = self.ledger.remember(mid, m.provider_id or "", scope, m.address)
+            out.append(m if address == m.address else replace(m, address=address))
         self.ledger.listed(tags, asked, by_node)
         return out
 

@@ -31,6 +31,7 @@ from shoal.drivers.openstack.identity import Scope
 class Known:
     server_id: str
     scope: Scope
+    address: str | None = None  # the last address seen (Nova drops it while deleting)
 
 
 LISTINGS_KEPT = 4096  # the most recent listings remembered (one per tag set)
@@ -73,10 +74,18 @@ class Ledger:
                     return True
             return False
 
-    def remember(self, machine_id: str, server_id: str, scope: Scope) -> None:
+    def remember(
+        self, machine_id: str, server_id: str, scope: Scope, address: str | None = None
+    ) -> str | None:
+        """Remember a machine's server; the address to report (the last one seen when
+        the server shows none now)."""
         with self._lock:
-            self._known[machine_id] = Known(server_id, scope)
+            before = self._known.get(machine_id)
+            if address is None and before is not None and before.server_id == server_id:
+                address = before.address
+            self._known[machine_id] = Known(server_id, scope, address)
             self._lost.pop(machine_id, None)
+            return address
 
     def known(self, machine_id: str) -> Known | None:
         with self._lock:
