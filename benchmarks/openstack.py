@@ -131,7 +131,7 @@ def _deployment(cloud: Any, project: Any, work: Path, concurrency: int) -> Deplo
     return Deployment(env_extra={"SHOAL_CONFIG": str(config)}, workdir=work)
 
 
-def nova_side_by_side(ns: list[int], concurrency: int = 10, rounds: int = 2) -> list[Row]:
+def nova_side_by_side(ns: list[int], concurrency: int = 10, rounds: int = 3) -> list[Row]:
     """The rows of (a) and (b) for each N, on one OpenStack test cloud. Each N runs
     `rounds` times, (a) then (b); the table shows each side's fastest round (the one
     least slowed by whatever else the machine runs), the note every round."""

@@ -7,8 +7,11 @@ for the JSON itself, on the machine that also runs the cloud's services. The SDK
 still authenticates, finds the endpoint, and raises its exceptions (mapped in
 errors.py); zones, flavors, images and server groups use its resources.
 
-The microversion is the cloud's highest up to 2.100, at least 2.52 (tags in a
-create; flavors embedded in a server since 2.47).
+The microversion is the cloud's highest up to 2.72, at least 2.52 (tags in a
+create; flavors embedded in a server since 2.47). Later ones add to every server of
+a listing what shoal does not read and Nova must look up per server (2.96 the
+pinned zone, 2.100 the scheduler hints: the request spec of each): a listing of 50
+cost Nova 175-190 ms of CPU at 2.72 against 220-300 ms at 2.100.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from openstack.connection import Connection
 
 from shoal.drivers.contract import PermanentError
 
-WANTED = (2, 100)
+WANTED = (2, 72)
 LEAST = (2, 52)
 PAGE = 1000  # Nova's default osapi_max_limit: a page is one request
 MAX_PAGES = 1000  # a bound on a listing's requests (a million servers)
