@@ -273,9 +273,13 @@ class OpenStackDriver:
             except DriverError as exc:  # the next listing tries again
                 log.warning("openstack: cannot delete server %s now: %s", s["id"], exc.reason)
 
-    def _refresh(self, conn: Connection) -> catalog.Catalog:
+    def _refresh(self, conn: Connection, seen: catalog.Catalog | None = None) -> catalog.Catalog:
+        """Load the catalog now; when `seen` is given, only if no other thread has
+        replaced it since the caller looked (ten creates that find it stale together
+        load it once)."""
         with self._catalog_lock, errors.edge():
-            self.catalog = catalog.load(conn)
+            if seen is None or self.catalog is seen:
+                self.catalog = catalog.load(conn)
         return self.catalog
 
     def _resolve(self, conn: Connection, spec: MachineSpec) -> tuple[str, str]:
@@ -284,7 +288,7 @@ class OpenStackDriver:
         cat = self.catalog
         stale = cat.age() > self.settings.catalog_refresh_seconds
         if stale or cat.problems(spec.flavor_id, spec.image_id, spec.availability_zone):
-            cat = self._refresh(conn)
+            cat = self._refresh(conn, seen=cat)
         problems = cat.problems(spec.flavor_id, spec.image_id, spec.availability_zone)
         problems += boot.problems(spec)
         flavor, image = cat.flavor(spec.flavor_id), cat.image(spec.image_id)
@@ -294,9 +298,10 @@ class OpenStackDriver:
 
     def _image(self, conn: Connection, ref: str) -> str:
         """The id of image `ref` (refreshing the catalog when it does not know it)."""
-        image = self.catalog.image(ref)
+        cat = self.catalog
+        image = cat.image(ref)
         if image is None:
-            image = self._refresh(conn).image(ref)
+            image = self._refresh(conn, seen=cat).image(ref)
         if image is None:
             known = ", ".join(self.catalog.image_names) or "none"
             raise PermanentError(f"image {ref!r} does not exist in the cloud (images: {known})")
