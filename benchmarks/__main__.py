@@ -1,9 +1,11 @@
-"""`./run bench` (= `python -m benchmarks`): shoal's scale figures on the sim.
+"""`./run bench` (= `python -m benchmarks`): shoal's scale figures on the sim, and
+shoal on real Nova beside a plain openstacksdk loop.
 
-./run bench                 every scenario at full size (about 3 minutes here)
+./run bench                 every scenario at full size (several minutes here)
 ./run bench --quick         small sizes, seconds (the test suite runs this)
 ./run bench --only overhead,resize
 ./run bench libvirt         10 real tiny VMs through shoal against plain libvirt-python (root)
+./run bench openstack       one scenario by name (the same as --only openstack)
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Callable
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks import libvirt, scenarios, speedup
+from benchmarks import libvirt, openstack, scenarios, speedup
 from benchmarks.scenarios import Row
 
 # Scenarios that run only when named: they need root, libvirtd and QEMU.
@@ -32,6 +34,7 @@ def plan(quick: bool) -> dict[str, Callable[[], list[Row]]]:
             "many": lambda: scenarios.many_clusters(5, 10),
             "speedup": lambda: speedup.pg_speedup([1, 2], speedup.Workload(4, 5, latency_ms=20)),
             "bounds": lambda: scenarios.bounds(repeat=10),
+            "openstack": lambda: openstack.nova_side_by_side([5], rounds=1),
         }
     return {
         "overhead": lambda: scenarios.overhead([(1, 100, 0), (10, 100, 5), (50, 200, 60)]),
@@ -45,13 +48,14 @@ def plan(quick: bool) -> dict[str, Callable[[], list[Row]]]:
         "many": lambda: scenarios.many_clusters(200, 20),
         "speedup": lambda: speedup.pg_speedup([1, 2, 4], speedup.Workload(30, 20)),
         "bounds": lambda: scenarios.bounds(repeat=50),
+        "openstack": lambda: openstack.nova_side_by_side([20, 50]),
     }
 
 
 def render(rows: list[Row], console: Console) -> None:
     real = any(r.scenario.startswith("libvirt") for r in rows)
-    cloud = "real libvirt + QEMU" if real else "the sim driver"
-    table = Table(title=f"shoal on {cloud} (real API + conductor processes)")
+    cloud = "real libvirt + QEMU" if real else "the sim driver and on Nova"
+    table = Table(title=f"shoal (real API + conductor processes) on {cloud}")
     for col in (
         "scenario",
         "N",

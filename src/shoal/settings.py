@@ -12,18 +12,31 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 
 class SettingsError(ValueError):
     """A setting has a value outside its bounds; the message names it."""
 
 
-def _opt(default: Any, help: str, lo: float | None = None, hi: float | None = None) -> Any:
-    return field(default=default, metadata={"help": help, "lo": lo, "hi": hi})
+def _opt(
+    default: Any,
+    help: str,
+    lo: float | None = None,
+    hi: float | None = None,
+    *,
+    required: bool = False,
+    pattern: str | None = None,
+) -> Any:
+    """A setting's field: default, help text, numeric bounds; `required` (a file must
+    give it: no default fits every deployment) and `pattern` (a regular expression a
+    string value must match)."""
+    meta = {"help": help, "lo": lo, "hi": hi, "required": required, "pattern": pattern}
+    return field(default=default, metadata=meta)
 
 
 def default_data_dir() -> Path:
@@ -225,6 +238,61 @@ class LibvirtSettings:
         return out
 
 
+@dataclass(frozen=True)
+class OpenStackSettings:
+    """An OpenStack cloud (driver `openstack`): a clouds.yaml entry, in openstacksdk's
+    own format and lookup, plus what shoal needs to share a cloud project safely."""
+
+    # Parallel calls to one OpenStack provider when its `concurrency` is not given:
+    # openstacksdk's HTTP connection pool holds 10, and Nova's API takes creates at
+    # about that width before they queue behind its scheduler.
+    PROVIDER_CONCURRENCY: ClassVar[int] = 10
+
+    cloud: str | None = _opt(None, "the clouds.yaml entry to use", required=True)
+    clouds_yaml: str | None = _opt(
+        None,
+        "path of the clouds.yaml file; default: openstacksdk's lookup (OS_CLIENT_CONFIG_FILE, "
+        "./clouds.yaml, ~/.config/openstack/clouds.yaml, /etc/openstack/clouds.yaml)",
+    )
+    region_name: str | None = _opt(None, "the region of the entry to use; default: the entry's")
+    deployment: str | None = _opt(
+        None,
+        "a name for this shoal deployment, unique among those sharing the cloud project: "
+        "every server carries it as a tag, and shoal lists, adopts and sweeps only the "
+        "servers that carry it",
+        required=True,
+        pattern=r"^[a-z0-9][a-z0-9-]{0,39}$",
+    )
+    networks: tuple[str, ...] = _opt(
+        (), "networks (ids or names) of node groups that name none; none: Nova's 'auto'"
+    )
+    server_groups: bool = _opt(
+        True,
+        "keep each node group's servers in a Nova server group of its placement policy "
+        "(anti-affinity for masters, soft-anti-affinity for workers by default)",
+    )
+    catalog_refresh_seconds: float = _opt(
+        300.0,
+        "zones, flavors and images are cached; a create refreshes them when older than this "
+        "(the conductor's provider check refreshes them too)",
+        lo=1,
+    )
+    api_timeout: float = _opt(60.0, "seconds one API request may take", lo=1, hi=3600)
+    create_settle_seconds: float = _opt(
+        120.0,
+        "a create whose answer was lost (a timeout, a reset, a 5xx) may still make its "
+        "server: for this long shoal looks for it before it creates the machine again",
+        lo=0,
+        hi=86400,
+    )
+    server_group_grace_seconds: float = _opt(
+        600.0,
+        "a server group of this deployment that stays empty (no server in it) this long is "
+        "deleted; a node group that grows again gets a new one",
+        lo=1,
+    )
+
+
 DRIVERS = ("sim", "openstack", "libvirt")
 DEFAULT_PROVIDER = "sim"
 VMS_PROVIDER = "vms"  # the embedded default's VMs on virt hosts (domain/virt.py)
@@ -234,7 +302,7 @@ def driver_settings() -> dict[str, type[Any]]:
     """Each driver this version can run, with the class of its typed settings (a
     provider's `settings:` in the config file). A driver named in DRIVERS but not
     here gets a clear "not available" instead of "unknown driver"."""
-    return {"sim": SimSettings, "libvirt": LibvirtSettings}
+    return {"sim": SimSettings, "libvirt": LibvirtSettings, "openstack": OpenStackSettings}
 
 
 @dataclass(frozen=True)
@@ -244,7 +312,8 @@ class ProviderSettings:
     name: str = _opt(DEFAULT_PROVIDER, "the name node groups choose it by")
     driver: str = _opt("sim", "the driver that talks to it: " + ", ".join(DRIVERS))
     options: Any = _opt(
-        None, "the driver's own typed settings (SimSettings for sim, LibvirtSettings for libvirt)"
+        None,
+        "the driver's own typed settings (SimSettings, LibvirtSettings, OpenStackSettings)",
     )
     rate_per_s: float | None = _opt(
         None, "driver calls per second to this provider (default: the conductor's)", lo=0
@@ -381,16 +450,28 @@ class Settings:
 
 
 def check_bounds(obj: Any, key: Callable[[str], str]) -> None:
-    """SettingsError naming (as `key(field)` says) the first numeric field of `obj`
-    outside its bounds."""
+    """SettingsError naming (as `key(field)` says) the first field of `obj` outside its
+    bounds: a number outside [lo, hi], a string that does not match its pattern."""
     for f in dataclasses.fields(obj):
         lo, hi = f.metadata.get("lo"), f.metadata.get("hi")
+        pattern = f.metadata.get("pattern")
         v = getattr(obj, f.name)
         numeric = isinstance(v, int | float) and not isinstance(v, bool)
         if numeric and ((lo is not None and v < lo) or (hi is not None and v > hi)):
             raise SettingsError(
                 f"{key(f.name)}={v} is out of bounds [{lo}, {hi}]: {f.metadata.get('help')}"
             )
+        if pattern and isinstance(v, str) and not re.match(pattern, v):
+            raise SettingsError(
+                f"{key(f.name)}={v!r} does not match {pattern}: {f.metadata.get('help')}"
+            )
+
+
+def check_required(obj: Any, key: Callable[[str], str]) -> None:
+    """SettingsError naming the first required field of `obj` that was not given."""
+    for f in dataclasses.fields(obj):
+        if f.metadata.get("required") and getattr(obj, f.name) is None:
+            raise SettingsError(f"{key(f.name)}: required: {f.metadata.get('help')}")
 
 
 def _from_env(

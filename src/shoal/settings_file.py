@@ -3,7 +3,7 @@
     default_provider: east          # optional: the first provider otherwise
     providers:
       - name: east                  # what node groups choose it by
-        driver: sim                 # sim (openstack and libvirt: see docs/configuration.md)
+        driver: sim                 # sim or openstack (see docs/configuration.md)
         settings: {time_scale: 50}  # the driver's own typed settings
         rate_per_s: 20              # optional limits on shoal's calls to it
         concurrency: 16
@@ -36,6 +36,7 @@ from shoal.settings import (
     Settings,
     SettingsError,
     check_bounds,
+    check_required,
     driver_settings,
 )
 
@@ -88,7 +89,7 @@ def _embedded(settings: Settings) -> ProviderSettings:
     _check_driver(settings.driver, "SHOAL_DRIVER")
     if settings.driver != "sim":
         raise SettingsError(
-            f"SHOAL_DRIVER={settings.driver}: the {settings.driver} driver needs its settings; "
+            f"SHOAL_DRIVER={settings.driver!r}: the {settings.driver} driver needs its settings; "
             "name the provider in a config file (SHOAL_CONFIG, see docs/configuration.md)"
         )
     return ProviderSettings(name=DEFAULT_PROVIDER, driver="sim", options=settings.sim)
@@ -143,7 +144,12 @@ def _provider(settings: Settings, entry: Any, where: str) -> ProviderSettings:
     # The sim's defaults are the SHOAL_SIM_* variables; other drivers start from theirs.
     base = settings.sim if driver == "sim" else driver_settings()[str(driver)]()
     options = _typed(base, entry.get("settings") or {}, f"{where}.settings")
+    check_required(options, lambda name: f"{where}.settings.{name}")
     limits = {k: entry[k] for k in PROVIDER_KEYS[3:] if entry.get(k) is not None}
+    # A driver may say how many parallel calls suit its clouds when the file does not.
+    default_concurrency = getattr(options, "PROVIDER_CONCURRENCY", None)
+    if default_concurrency is not None:
+        limits.setdefault("concurrency", default_concurrency)
     p: ProviderSettings = _typed(
         ProviderSettings(name=name, driver=str(driver), options=options), limits, where
     )
@@ -174,7 +180,8 @@ def _typed(base: Any, values: Any, where: str) -> Any:
 
 def _value(kind: Any, value: Any, where: str) -> Any:
     """A YAML value as the field's type: int, float (ints accepted), bool, str, an
-    optional one, a settings dataclass (a mapping) or a tuple of them (a list)."""
+    optional one, a settings dataclass (a mapping) or a tuple of them (a list; for
+    strings, one string is a list of one)."""
     args = typing.get_args(kind)
     if typing.get_origin(kind) in (typing.Union, types.UnionType) and type(None) in args:
         if value is None:
@@ -182,8 +189,12 @@ def _value(kind: Any, value: Any, where: str) -> Any:
         (kind,) = (a for a in args if a is not type(None))
         args = typing.get_args(kind)
     if typing.get_origin(kind) is tuple and len(args) == 2 and args[1] is Ellipsis:
+        if args[0] is str and isinstance(value, str):
+            value = [value]  # one string is a list of one
         if not isinstance(value, list):
             raise SettingsError(f"{where}: a list is expected")
+        if args[0] is str and not all(isinstance(v, str) and v for v in value):
+            raise SettingsError(f"{where}: {value!r} is not a list of strings")
         return tuple(_value(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
     if dataclasses.is_dataclass(kind) and isinstance(kind, type):
         if not isinstance(value, Mapping):

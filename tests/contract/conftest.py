@@ -3,7 +3,8 @@
 To run the suite against a new driver, write a factory that returns a
 `DriverHarness` (the driver, a way to let time pass, and names of a flavor,
 image and zone it knows) and add it to FACTORIES. Factories may skip (for
-example when libvirt is not installed).
+example when libvirt is not installed) and may use session fixtures through
+`request` (the openstack factory takes the real test cloud).
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ from shoal.settings import SimSettings
 from tests.contract.harness import DriverHarness, Provocation, Provoke
 from tests.contract.libvirt_factory import libvirt_factory
 from tests.support.databases import throwaway_pg
+from tests.support.openstack_cloud import OPENSTACK_MARKS, openstack_cloud
+
+__all__ = ["openstack_cloud"]  # the session's OpenStack test cloud, for the openstack factory
 
 
 def sim_provoke(world: SimWorld) -> Provoke:
@@ -90,18 +94,30 @@ def real_time(seconds: float) -> None:
     time.sleep(seconds)
 
 
-FACTORIES: dict[str, Callable[[Path], DriverHarness]] = {
-    "sim": sim_factory,
-    "sim-per-group": lambda tmp_path: sim_factory(tmp_path, per_group=True),
-    "sim-postgresql": sim_postgresql_factory,
-    "libvirt": libvirt_factory,  # libvirt's test driver, test:///default
+def openstack_factory(tmp_path: Path, request: pytest.FixtureRequest) -> DriverHarness:
+    """The openstack driver on the real test cloud (tests/contract/openstack_harness.py)."""
+    from tests.contract.openstack_harness import openstack_factory as factory
+
+    return factory(tmp_path, request.getfixturevalue("openstack_cloud"))
+
+
+FACTORIES: dict[str, Callable[[Path, pytest.FixtureRequest], DriverHarness]] = {
+    "sim": lambda tmp_path, _: sim_factory(tmp_path),
+    "sim-per-group": lambda tmp_path, _: sim_factory(tmp_path, per_group=True),
+    "sim-postgresql": lambda tmp_path, _: sim_postgresql_factory(tmp_path),
+    "libvirt": lambda tmp_path, _: libvirt_factory(tmp_path),  # libvirt's test driver
+    "openstack": openstack_factory,
 }
-MARKS = {"sim-postgresql": [pytest.mark.postgres], "libvirt": [pytest.mark.libvirt]}
+MARKS = {
+    "sim-postgresql": [pytest.mark.postgres],
+    "libvirt": [pytest.mark.libvirt],
+    "openstack": OPENSTACK_MARKS,
+}
 
 
 @pytest.fixture(params=[pytest.param(n, marks=MARKS.get(n, [])) for n in sorted(FACTORIES)])
 def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[DriverHarness]:
-    h = FACTORIES[request.param](tmp_path)
+    h = FACTORIES[request.param](tmp_path, request)
     try:
         yield h
     finally:

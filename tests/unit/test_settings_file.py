@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from shoal.settings import Settings, SettingsError, SimSettings
+from shoal.settings import OpenStackSettings, Settings, SettingsError, SimSettings
 
 
 def _settings(tmp_path: Path, text: str, **env: str) -> Settings:
@@ -100,17 +100,12 @@ def test_a_missing_file_is_named(tmp_path: Path) -> None:
     ("driver", "says"),
     [
         ("nosuch", "SHOAL_DRIVER='nosuch' is not a known driver"),
-        ("openstack", "SHOAL_DRIVER='openstack': that driver is not available"),
+        ("openstack", "SHOAL_DRIVER='openstack': the openstack driver needs its settings"),
     ],
 )
 def test_shoal_driver_names_what_is_wrong(driver: str, says: str) -> None:
     with pytest.raises(SettingsError, match=says):
         Settings.from_env(env={"SHOAL_DRIVER": driver})
-
-
-def test_a_driver_that_is_not_available_yet_is_refused_in_the_file(tmp_path: Path) -> None:
-    with pytest.raises(SettingsError, match=r"providers\[0\]\.driver='openstack': that driver"):
-        _settings(tmp_path, "providers:\n  - {name: a, driver: openstack}\n")
 
 
 LV = "providers:\n  - name: lv\n    driver: libvirt\n    settings:\n"
@@ -173,3 +168,40 @@ S0 = r"providers\[0\]\.settings"
 def test_libvirt_settings_mistakes_name_the_key(tmp_path: Path, text: str, says: str) -> None:
     with pytest.raises(SettingsError, match=r"shoal\.yaml: " + says):
         _settings(tmp_path, text)
+
+
+OS = "providers:\n  - name: nova\n    driver: openstack\n"
+
+
+def test_an_openstack_provider_is_a_clouds_yaml_entry_and_a_deployment(tmp_path: Path) -> None:
+    s = _settings(
+        tmp_path,
+        OS + "    settings: {cloud: mycloud, deployment: prod-1, networks: [net-a, net-b],"
+        " server_groups: false, clouds_yaml: /etc/c.yaml}\n",
+    )
+    (p,) = s.providers
+    assert isinstance(p.options, OpenStackSettings)
+    assert (p.options.cloud, p.options.deployment) == ("mycloud", "prod-1")
+    assert p.options.networks == ("net-a", "net-b") and p.options.server_groups is False
+    assert p.concurrency == OpenStackSettings.PROVIDER_CONCURRENCY  # the driver's default
+    own = _settings(tmp_path, OS + "    concurrency: 4\n    settings: {cloud: c, deployment: d}\n")
+    assert own.providers[0].concurrency == 4
+    one = _settings(tmp_path, OS + "    settings: {cloud: c, deployment: d, networks: n}\n")
+    assert one.providers[0].options.networks == ("n",)
+
+
+@pytest.mark.parametrize(
+    ("settings", "says"),
+    [
+        ("{deployment: d}", r"settings\.cloud: required: the clouds\.yaml entry"),
+        ("{cloud: c}", r"settings\.deployment: required: a name for this shoal deployment"),
+        ("{cloud: c, deployment: Prod}", r"settings\.deployment='Prod' does not match"),
+        ("{cloud: c, deployment: d, networks: [1]}", r"settings\.networks: \[1\] is not a list"),
+        ("{cloud: c, deployment: d, api_timeout: 0}", r"settings\.api_timeout=0.0 is out of"),
+    ],
+)
+def test_an_openstack_provider_names_what_is_missing_or_wrong(
+    tmp_path: Path, settings: str, says: str
+) -> None:
+    with pytest.raises(SettingsError, match=P0 + r"\." + says):
+        _settings(tmp_path, OS + f"    settings: {settings}\n")

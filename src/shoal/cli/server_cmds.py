@@ -120,8 +120,8 @@ def _open(settings: Settings) -> tuple[Runtime, Sealer]:
 
 def _runtime(settings: Settings, *, with_conductor: bool | None = None) -> Runtime:
     """`build_runtime`; what the operator must fix first (an unfinished copy, a
-    provider that cannot be opened, such as a libvirt domain template that is not
-    domain XML) is one line and exit 2."""
+    provider that cannot be opened: a libvirt domain template that is not domain
+    XML, a clouds.yaml entry that does not exist) is one line and exit 2."""
     try:
         return build_runtime(settings, with_conductor=with_conductor)
     except SettingsError as exc:

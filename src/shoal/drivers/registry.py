@@ -112,4 +112,13 @@ def _open(settings: Settings, ps: ProviderSettings, before: list[Provider]) -> P
         except ValueError as exc:  # a domain template that cannot work
             raise SettingsError(f"provider {ps.name!r}: {exc}") from exc
         return Provider(ps, driver, close=close)
+    if ps.driver == "openstack":
+        from shoal.drivers.openstack import open_provider as open_openstack
+
+        pool = ps.concurrency or settings.conductor_settings.driver_concurrency
+        try:
+            driver, close = open_openstack(ps.options, pool_size=pool)
+        except SettingsError as exc:
+            raise SettingsError(f"provider {ps.name!r}: {exc}") from exc
+        return Provider(ps, driver, close=close)
     raise ValueError(f"provider {ps.name!r}: driver {ps.driver!r} is not available")

@@ -188,9 +188,17 @@ class OpenStackCloud:
         instances: int | None = None,
         cores: int | None = None,
         ram: int | None = None,
+        server_groups: int | None = None,
+        server_group_members: int | None = None,
     ) -> None:
         """Set a project's Nova quota (name or id; -1 is unlimited; None leaves one as it is)."""
-        asked = {"instances": instances, "cores": cores, "ram": ram}
+        asked = {
+            "instances": instances,
+            "cores": cores,
+            "ram": ram,
+            "server_groups": server_groups,
+            "server_group_members": server_group_members,
+        }
         limits = {k: v for k, v in asked.items() if v is not None}
         with self._admin() as conn:
             conn.compute.update_quota_set(self._project_id(conn, project), **limits)

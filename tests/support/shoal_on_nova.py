@@ -1,0 +1,159 @@
+"""A real `shoal serve` whose one provider is the OpenStack test cloud: a config file
+naming the provider (a project of its own, a clouds.yaml entry), a data directory,
+a free port; the API client; what Nova holds for the deployment.
+
+    with shoal_on_nova(cloud, tmp_path) as s:
+        s.api.post("/clusters", json=...)
+        s.wait_status("c1", "CREATE_COMPLETE")
+        s.project.servers()                       # Nova's view, as admin
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import yaml
+
+from tests.support.openstack_project import ShoalProject, shoal_project
+from tests.support.process import SHOAL, shoal_env
+from tests.support.server import free_port
+
+if TYPE_CHECKING:
+    from tests.harness.openstack.cloud import OpenStackCloud
+
+LATEST = {"OpenStack-API-Version": "container-infra latest"}
+# Fast enough for tests: the provider is looked at (and its empty server groups
+# tidied) every second.
+ENV = {"SHOAL_CONDUCTOR_PROVIDER_CHECK_SECONDS": "1", "SHOAL_CONDUCTOR_SWEEP_SECONDS": "2"}
+
+
+@dataclass
+class ShoalOnNova:
+    """One shoal deployment on the test cloud; `start`/`kill`/`stop` its process."""
+
+    cloud: OpenStackCloud
+    project: ShoalProject
+    work: Path
+    deployment: str
+    settings: dict[str, Any] = field(default_factory=dict)
+    port: int = field(default_factory=free_port)
+    proc: subprocess.Popen[bytes] | None = None
+    starts: int = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def api(self) -> httpx.Client:
+        return httpx.Client(base_url=self.url + "/v1", headers=LATEST, timeout=30)
+
+    def config(self) -> Path:
+        clouds = self.project.clouds_yaml(self.work / "clouds.yaml")
+        settings = {
+            "cloud": self.project.entry,
+            "clouds_yaml": str(clouds),
+            "deployment": self.deployment,
+            "server_group_grace_seconds": 1,
+            **self.settings,
+        }
+        path = self.work / "shoal.yaml"
+        provider = {"name": "nova", "driver": "openstack", "settings": settings}
+        path.write_text(yaml.safe_dump({"providers": [provider]}))
+        return path
+
+    def env(self) -> dict[str, str]:
+        return shoal_env(self.work / "data", SHOAL_CONFIG=str(self.config()), **ENV)
+
+    def start(self) -> None:
+        """`shoal serve` until its API answers."""
+        self.starts += 1
+        log = self.work / f"serve-{self.starts}.log"
+        with log.open("wb") as out:
+            self.proc = subprocess.Popen(
+                [SHOAL, "serve", "--port", str(self.port)], env=self.env(), stdout=out, stderr=out
+            )
+        deadline = time.monotonic() + 60
+        while True:
+            assert self.proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, "shoal serve did not start"
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(self.url + "/", timeout=1).status_code == 200:
+                    return
+            time.sleep(0.05)
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def wait(self, check: Any, what: str, timeout: float = 120.0) -> Any:
+        """`check()` until it is true (its value), at most `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while not (got := check()):
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            time.sleep(0.5)
+        return got
+
+    def status(self, cluster: str) -> str:
+        with self.api as c:
+            got = c.get(f"/clusters/{cluster}")
+        return "GONE" if got.status_code == 404 else str(got.json()["status"])
+
+    def wait_status(self, cluster: str, want: str, timeout: float = 120.0) -> None:
+        def reached() -> bool:
+            s = self.status(cluster)
+            assert not s.endswith("FAILED"), self.explain(cluster)
+            return s == want
+
+        self.wait(reached, f"{cluster} {want}: {self.explain(cluster)}", timeout)
+
+    def explain(self, cluster: str) -> str:
+        with self.api as c:
+            groups = c.get(f"/clusters/{cluster}/nodegroups").json().get("nodegroups", [])
+        return "; ".join(f"{g['name']}: {g['status']} {g.get('status_reason')}" for g in groups)
+
+    def nodes(self, cluster: str, group: str | None = None) -> list[dict[str, Any]]:
+        params = {"nodegroup": group} if group else {}
+        with self.api as c:
+            return list(c.get(f"/clusters/{cluster}/nodes", params=params).json()["nodes"])
+
+    def servers(self) -> list[Any]:
+        """This deployment's servers in Nova (admin's view), deleted ones excluded."""
+        return [
+            s
+            for s in self.project.servers()
+            if (s.metadata or {}).get("shoal-deployment") == self.deployment
+        ]
+
+
+@contextlib.contextmanager
+def shoal_on_nova(cloud: OpenStackCloud, work: Path, **settings: Any) -> Iterator[ShoalOnNova]:
+    """A started shoal serve on a new project of `cloud`; stopped at the end."""
+    work.mkdir(parents=True, exist_ok=True)
+    project = shoal_project(cloud, "e2e")
+    s = ShoalOnNova(cloud, project, work, f"e2e-{uuid.uuid4().hex[:8]}", settings)
+    s.start()
+    try:
+        yield s
+    finally:
+        s.stop()
