@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from shoal.cli.client import fail
@@ -28,7 +29,15 @@ NG_KEYS = ("role", "flavor_id", "image_id", "node_count", "min_node_count", "max
 
 
 def scalar(raw: str) -> Any:
-    """A command-line value as JSON when it parses (numbers, true, lists), else the string."""
+    """A command-line value as JSON when it parses (numbers, true, lists), else the string;
+    `@path` is the file's content (as JSON when it parses: `vms=@vms.json`, else the text:
+    `vm_template=@domain.xml`)."""
+    if raw.startswith("@") and len(raw) > 1:
+        path = Path(raw[1:])
+        try:
+            raw = path.read_text()
+        except OSError as exc:
+            fail(f"cannot read {path}: {exc.strerror}", 2)
     try:
         return json.loads(raw)
     except ValueError:

@@ -178,6 +178,9 @@ def resize(
             "--remove", help="remove exactly this node: name, uuid, address or index (repeatable)"
         ),
     ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="shrink virt hosts even while they carry VMs")
+    ] = False,
     wait_: wait.WaitOpt = False,
     wait_timeout: wait.TimeoutOpt = 1800,
     fmt: FormatOpt = Format.table,
@@ -190,6 +193,8 @@ def resize(
     body = args.drop_none(
         {"node_count": node_count, "nodegroup": nodegroup, "nodes_to_remove": remove or []}
     )
+    if force:
+        body["force"] = True
     client = connect(ctx)
     uuid = client.post(f"/clusters/{cluster}/actions/resize", body)["uuid"]
     if wait_:

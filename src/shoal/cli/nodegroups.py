@@ -139,6 +139,9 @@ def delete(
     ctx: typer.Context,
     cluster: ClusterArg,
     nodegroups: Annotated[list[str], typer.Argument(help="node group names or uuids")],
+    force: Annotated[
+        bool, typer.Option("--force", help="delete virt hosts even while they carry VMs")
+    ] = False,
     wait_: wait.WaitOpt = False,
     wait_timeout: wait.TimeoutOpt = 1800,
 ) -> None:
@@ -148,9 +151,10 @@ def delete(
     """
     client = connect(ctx)
     targets = []
+    suffix = "?force=true" if force else ""
     for ng in nodegroups:
         targets.append(client.get(f"/clusters/{cluster}/nodegroups/{ng}")["uuid"])
-        client.delete(f"/clusters/{cluster}/nodegroups/{ng}")
+        client.delete(f"/clusters/{cluster}/nodegroups/{ng}{suffix}")
         typer.echo(f"deleting node group {ng}")
     for ng, uuid in zip(nodegroups, targets, strict=True) if wait_ else ():
         label = f"node group {ng} of {cluster}"

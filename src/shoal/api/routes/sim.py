@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Path, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from shoal.domain.errors import Conflict, Invalid
+from shoal.domain.errors import Conflict, Invalid, NotFound
 from shoal.domain.validation import INT_MAX
 
 router = APIRouter(prefix="/sim", tags=["sim"])
@@ -95,6 +95,20 @@ def list_servers(
         raise Invalid(f"state must be one of {', '.join(STATES)}", field="state")
     servers = _world(request).servers(cluster=cluster, nodegroup=nodegroup, state=state)
     return {"servers": [s.as_dict() for s in servers]}
+
+
+@router.get("/servers/{machine_id}")
+def get_server(request: Request, machine_id: str) -> dict[str, Any]:
+    """One server; a VM of a virt host with its host and the domain XML it was made with."""
+    world = _world(request)
+    found = [s for s in world.servers() if s.machine_id == machine_id]
+    if not found:
+        raise NotFound("Server", machine_id)
+    out: dict[str, Any] = found[0].as_dict()
+    xml = world.domain_xml(machine_id)
+    if xml is not None:
+        out["domain_xml"] = xml
+    return out
 
 
 @router.get("/config")

@@ -81,9 +81,15 @@ def _ended(p: Pass, t: NodeTask) -> str | None:
     """The new state of a task still under way, if it ended (its update queued)."""
     node = p.nodes.get(t.node_id)
     if t.kind == ops.REPLACE:
-        if node is None:
-            return _update(p, t, ops.SUCCEEDED, "replaced: the old node is gone")
-        return None  # its successor is made by scaling; the old one goes
+        if node is not None:
+            return None  # the old one goes; scaling makes its successor
+        live = [n for n in p.nodes.values() if n.state is not NodeState.DELETING]
+        settled = len(live) >= p.snap.group.spec.node_count and all(
+            n.state is NodeState.ACTIVE for n in live
+        )
+        if settled:  # the successor is ready: the next node's turn (one down at a time)
+            return _update(p, t, ops.SUCCEEDED, "replaced: the old node is gone, its successor up")
+        return None
     if node is None or node.state is NodeState.DELETING:
         return _update(p, t, protocol.CANCELLED, "the node was removed before it ended")
     if ops.by_agent(t.kind):
