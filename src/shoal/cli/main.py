@@ -11,6 +11,7 @@ from shoal.cli import (
     db_cmds,
     demo,
     events,
+    exchange_cmds,
     nodegroup_templates,
     nodegroups,
     nodes,
@@ -60,6 +61,7 @@ app.add_typer(providers.app, name="provider")
 app.add_typer(operations.app, name="operation")
 events.register(app)
 db_cmds.register(app)
+exchange_cmds.register(app)
 
 
 def main() -> None:
