@@ -11,7 +11,9 @@ from shoal.settings import Settings, SettingsError
 db_app = typer.Typer(help="Database maintenance (run with shoal stopped).", no_args_is_help=True)
 
 
-def _settings() -> Settings:
+def settings_or_exit() -> Settings:
+    """Settings from the environment for a command that opens the database itself;
+    a bad value is one line and exit 2."""
     try:
         return Settings.from_env()
     except SettingsError as exc:
@@ -28,7 +30,7 @@ def upgrade() -> None:
     from shoal.db import migrations
     from shoal.db.engine import Database
 
-    settings = _settings()
+    settings = settings_or_exit()
     datadir.secure(settings)
     db = Database(settings.db_url)
     try:
@@ -57,7 +59,7 @@ def migrate(
     from shoal.drivers.sim import tables as sim_tables
     from shoal.services.transfer import copy_database
 
-    settings = _settings()
+    settings = settings_or_exit()
     datadir.secure(settings)
     src = source or settings.db_url
     sim_src = sim_source or (source if source else settings.first_sim_db_url())

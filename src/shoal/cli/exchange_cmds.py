@@ -12,16 +12,9 @@ from typing import Annotated
 import typer
 
 from shoal import datadir, keys, logs
+from shoal.cli.db_cmds import settings_or_exit
 from shoal.domain.errors import ShoalError
 from shoal.settings import Settings, SettingsError
-
-
-def _settings() -> Settings:
-    try:
-        return Settings.from_env()
-    except SettingsError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
 
 
 def _key_id(settings: Settings) -> str:
@@ -47,7 +40,7 @@ def export(
     from shoal.db.engine import Database
     from shoal.services import exchange
 
-    settings = _settings()
+    settings = settings_or_exit()
     datadir.secure(settings)
     key_id = _key_id(settings)
     db = Database(settings.db_url)
@@ -79,7 +72,7 @@ def import_(
     from shoal.db.engine import Database
     from shoal.services import exchange
 
-    settings = _settings()
+    settings = settings_or_exit()
     datadir.secure(settings)
     try:
         doc = json.loads(source.read_text())

@@ -41,15 +41,8 @@ def start(db: Database, caller: Caller, cluster_ident: str, body: dict[str, Any]
         raise Invalid("nodes names nodes of one node group: give nodegroup too", "nodes")
     with db.write() as s:
         cluster = clusters.find_changeable_row(s, caller.project_id, cluster_ident)
-        if body.get("nodegroup") is not None:
-            ident = v.string("nodegroup", body["nodegroup"]) or ""
-            rows = [nodegroups.find_row(s, cluster.uuid, ident, for_update=True)]
-        else:
-            rows = [
-                nodegroups.find_row(s, cluster.uuid, g.uuid, for_update=True)
-                for g in nodegroups.of_cluster(s, cluster.uuid)
-                if not g.deleting
-            ]
+        ident = v.string("nodegroup", body.get("nodegroup"))
+        rows = nodegroups.targets(s, cluster.uuid, ident)
         now = utcnow()
         started = []
         for row in rows:

@@ -26,15 +26,7 @@ def hold(db: Database, caller: Caller, ident: str, action: str, body: dict[str, 
     want = HOLDS[action]
     with db.write() as s:
         cluster = clusters.find_changeable_row(s, caller.project_id, ident)
-        if body.get("nodegroup") is not None:
-            name = v.string("nodegroup", body["nodegroup"]) or ""
-            rows = [nodegroups.find_row(s, cluster.uuid, name, for_update=True)]
-        else:
-            rows = [
-                nodegroups.find_row(s, cluster.uuid, g.uuid, for_update=True)
-                for g in nodegroups.of_cluster(s, cluster.uuid)
-                if not g.deleting
-            ]
+        rows = nodegroups.targets(s, cluster.uuid, v.string("nodegroup", body.get("nodegroup")))
         now = utcnow()
         for row in rows:
             spec = nodegroups.spec_of(row)

@@ -193,3 +193,15 @@ def count_by_provider(session: Session, defaults: set[str]) -> dict[str, int]:
         for key in [name] if name is not None else sorted(defaults):
             out[key] = out.get(key, 0) + int(n)
     return out
+
+
+def targets(session: Session, cluster_uuid: str, ident: str | None) -> list[NodeGroupRow]:
+    """The node group `ident` names, or every group of the cluster not being deleted
+    (None), each locked for update: what a cluster-wide action acts on."""
+    if ident is not None:
+        return [find_row(session, cluster_uuid, ident, for_update=True)]
+    return [
+        find_row(session, cluster_uuid, g.uuid, for_update=True)
+        for g in of_cluster(session, cluster_uuid)
+        if not g.deleting
+    ]
