@@ -402,7 +402,7 @@ class Settings:
 
     def first_sim_db_url(self) -> str | None:
         """The world of the first sim provider (what `shoal db migrate` copies), if any."""
-        sim = next((p for p in self.providers if p.driver == "sim"), None)
+        sim = next((p for p in self.providers if p.driver == "sim" and not p.options.hosted), None)
         return self.sim_db_url(sim) if sim is not None else None
 
     def sim_db_url(self, provider: ProviderSettings) -> str:
@@ -413,9 +413,13 @@ class Settings:
         file, and the simulated cloud must not wait on shoal's transactions (nor
         shoal on its) any more than a real cloud does."""
         sim: SimSettings = provider.options
+        first = next(
+            (p for p in self.providers if p.driver == "sim" and not p.options.hosted), provider
+        )
+        if sim.hosted and provider.name != first.name:
+            return self.sim_db_url(first)  # VMs live on the servers of that world
         if sim.database_url:
             return sim.database_url
-        first = next(p for p in self.providers if p.driver == "sim")
         if provider.name == first.name:
             if self.database_url:
                 return self.database_url

@@ -50,6 +50,7 @@ class Taken:
 class VirtView:
     cluster_uuid: str
     hosts: tuple[virt.Host, ...] = ()  # ready hosts, each group's oldest first
+    booting: int = 0  # hosts on their way (made, not ready yet)
     slots: tuple[virt.Slot, ...] = ()
     taken: Mapping[str, Taken] = field(default_factory=dict)  # slot key -> holder
     templates: Mapping[str, str | None] = field(default_factory=dict)  # virt group uuid ->
@@ -73,6 +74,7 @@ def load(db: Database, group_uuid: str) -> VirtView | None:
         # it: they must still be found); slots only of the groups that stay.
         live = [g for g in groups if not g.deleting]
         hosts: list[virt.Host] = []
+        booting = 0
         index: dict[str, int] = {}
         every = {"groups": [g.uuid for g in groups]}
         for uid, name, gid, state, address in s.execute(_HOSTS, every):
@@ -80,6 +82,8 @@ def load(db: Database, group_uuid: str) -> VirtView | None:
             index[gid] = i + 1
             if state == m.NodeState.ACTIVE.value:
                 hosts.append(virt.Host(uid, name, gid, i, address))
+            elif state in (m.NodeState.PENDING.value, m.NodeState.BUILDING.value):
+                booting += 1
         taken = {
             key: Taken(uid, name, gid, az)
             for key, uid, name, gid, az in s.execute(_TAKEN, {"cluster": cluster})
@@ -88,6 +92,7 @@ def load(db: Database, group_uuid: str) -> VirtView | None:
     return VirtView(
         cluster_uuid=cluster,
         hosts=tuple(hosts),
+        booting=booting,
         slots=tuple(slots),
         taken=taken,
         templates={g.uuid: g.spec.vm_template for g in live},

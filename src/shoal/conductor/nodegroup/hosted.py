@@ -4,7 +4,8 @@ cluster has; each new node takes a free VM slot (its zone is the slot's host), a
 its machine spec carries the slot's shape, variables and template.
 
 A group whose hosts are not ready waits (Blocked, "no virt host is ready yet"),
-and so does one with no free slot, with the reason saying what to add.
+and so does one with no free slot, with the reason saying what to add. Masters
+also wait while hosts are still booting, so that they spread over all of them.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from shoal.conductor.context import Provider
 from shoal.conductor.nodegroup.state import Pass
 from shoal.db.virthosts import VirtView
 from shoal.domain import virt
-from shoal.domain.model import Node
+from shoal.domain.model import ROLE_MASTER, Node
 from shoal.drivers.contract import (
     BlockedError,
     BlockedKind,
@@ -45,6 +46,14 @@ def assign(p: Pass, count: int, live: list[Node]) -> list[tuple[str, str]]:
     view = p.virt
     assert view is not None
     g = p.snap.group
+    if g.spec.role == ROLE_MASTER and view.booting:  # masters spread: wait for every host
+        ready = len(view.hosts)
+        why = (
+            f"waiting for the virt hosts still booting ({ready} of {ready + view.booting} "
+            "ready), so that the masters spread over them"
+        )
+        p.errors.append(BlockedError(why, BlockedKind.NO_VALID_HOST))
+        return []
     taken = set(view.taken)
     members = Counter(n.availability_zone for n in live if n.availability_zone)
     out: list[tuple[str, str]] = []
