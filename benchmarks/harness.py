@@ -147,7 +147,10 @@ class Deployment:
         return max(p.peak_rss_mb() for p in self.procs)
 
     def client(self) -> httpx.Client:
-        return httpx.Client(base_url=self.url + "/v1", headers=HEADERS, timeout=120)
+        """As the deployment's admin: the token `shoal serve` made on first start."""
+        token = (self.workdir / "data" / "admin-token").read_text().strip()
+        headers = {**HEADERS, "X-Auth-Token": token}
+        return httpx.Client(base_url=self.url + "/v1", headers=headers, timeout=120)
 
 
 def wait_http(url: str, proc: Process, timeout: float = 60) -> None:

@@ -1,4 +1,5 @@
-"""Files at rest: the data directory is 0700 and shoal's SQLite files in it 0600,
+"""Files at rest: the data directory is 0700 and shoal's SQLite files (and the first
+admin token) in it 0600,
 whether shoal makes them now or finds them from an older start (they hold
 desired state, the sim world, and sealed CA keys; nobody else on the host needs
 to read them).
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
+from shoal import admin_token
 from shoal.db.engine import secure_sqlite_file
 from shoal.settings import Settings
 
@@ -41,6 +43,9 @@ def secure(settings: Settings) -> None:
             settings.data_dir.chmod(DIR_MODE)
     for path in sqlite_files:
         secure_sqlite_file(path)
+    token = settings.data_dir / admin_token.TOKEN_FILE  # the first admin token, if kept there
+    if token.exists() and stat.S_IMODE(token.stat().st_mode) != 0o600:
+        token.chmod(0o600)
 
 
 def sqlite_path(url: str) -> Path | None:

@@ -24,6 +24,7 @@ class Runtime:
     settings: Settings
     db: Any  # shoal.db.engine.Database
     providers: Any  # shoal.drivers.registry.Providers
+    auth: Any  # shoal.auth.Authenticator: who makes each API request
     conductor: Any | None = None  # shoal.conductor.loop.Conductor when running
     agents: list[Any] = field(default_factory=list)  # drivers.sim.agents.EmulatedAgents
     _presence: threading.Event = field(default_factory=threading.Event)
@@ -59,6 +60,7 @@ class Runtime:
             self._presence_thread = None
             self._gone()
         self.providers.close()
+        self.auth.close()
         self.db.close()
 
     @property
@@ -109,15 +111,28 @@ def build_runtime(settings: Settings, *, with_conductor: bool | None = None) -> 
             f"this database is an unfinished copy ({unfinished}); run the same "
             "`shoal db migrate --to ...` again to finish it, then start shoal"
         )
+    from shoal import auth, keys
+    from shoal.conductor.delegations import StoredDelegations
+
     try:
-        providers = registry.build(settings)
+        authenticator = auth.build(settings, db)
     except BaseException:
         db.close()
         raise
-    runtime = Runtime(settings=settings, db=db, providers=providers)
+    # Clusters' Keystone trusts: read (and unsealed) by the drivers that act with them,
+    # removed from Keystone when their cluster goes.
+    delegations = StoredDelegations(
+        db, lambda: keys.load(settings), getattr(authenticator, "undelegate", None)
+    )
+    try:
+        providers = registry.build(settings, delegations)
+    except BaseException:
+        authenticator.close()
+        db.close()
+        raise
+    runtime = Runtime(settings=settings, db=db, providers=providers, auth=authenticator)
     api_url = settings.public_url or f"http://{settings.host}:{settings.port}"
     if settings.conductor if with_conductor is None else with_conductor:
-        from shoal import keys
         from shoal.conductor.loop import Conductor
 
         sealer = keys.load(settings)  # node agents' tokens derive from the deployment's key
@@ -127,6 +142,7 @@ def build_runtime(settings: Settings, *, with_conductor: bool | None = None) -> 
             settings.conductor_settings,
             api_url=api_url,
             node_token=sealer.node_token,
+            delegations=delegations,
         )
     for p in providers.values():
         if p.world is not None and getattr(p.settings.options, "agents", False):

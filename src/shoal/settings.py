@@ -293,6 +293,37 @@ class OpenStackSettings:
     )
 
 
+@dataclass(frozen=True)
+class KeystoneSettings:
+    """Authentication mode `keystone`: tokens validated by a real Keystone, with shoal's
+    own service user (a clouds.yaml entry, openstacksdk's format and lookup)."""
+
+    cloud: str | None = _opt(
+        None, "clouds.yaml entry of shoal's service user (it validates users' tokens)"
+    )
+    clouds_yaml: str | None = _opt(None, "path of that clouds.yaml; default: openstacksdk's lookup")
+    region_name: str | None = _opt(None, "region of shoal's catalog entry; default: the entry's")
+    cache_seconds: float = _opt(
+        300.0,
+        "a validated token is trusted this long without asking Keystone again (never past "
+        "its expiry); a revoked token may work this long",
+        lo=0,
+        hi=3600,
+    )
+    register: bool = _opt(
+        True,
+        "at start, register shoal in the catalog as the container-infra service (Magnum's), "
+        "so that `openstack coe` finds it; needs the service user's admin role",
+    )
+    service_name: str = _opt("magnum", "the catalog service's name (type container-infra)")
+    trusts: bool = _opt(
+        True,
+        "at cluster create, take a Keystone trust from the user to shoal's service user, so "
+        "that an OpenStack provider makes the cluster's servers in the user's project",
+    )
+
+
+AUTH_MODES = ("local", "keystone", "none")
 DRIVERS = ("sim", "openstack", "libvirt")
 DEFAULT_PROVIDER = "sim"
 VMS_PROVIDER = "vms"  # the embedded default's VMs on virt hosts (domain/virt.py)
@@ -345,7 +376,36 @@ class Settings:
     driver: str = _opt("sim", "driver of the embedded default provider when SHOAL_CONFIG is unset")
     config: str | None = _opt(None, "YAML file naming the providers (SHOAL_CONFIG)")
     conductor: bool = _opt(True, "run the conductor inside `shoal serve`")
-    default_project: str = _opt("default", "project of requests without X-Project-Id")
+    default_project: str = _opt(
+        "default",
+        "project of the first admin token (auth local), and of requests without "
+        "X-Project-Id (auth none)",
+    )
+    auth: str = _opt(
+        "local",
+        "how requests are authenticated: local (tokens shoal issues: `shoal token`), keystone "
+        "(a real Keystone; SHOAL_KEYSTONE_*), or none (development only: every request is "
+        "an admin of the project its X-Project-Id names)",
+    )
+    keystone: KeystoneSettings = field(default_factory=KeystoneSettings)
+    token_cache_seconds: float = _opt(
+        10.0,
+        "auth local: a token checked once is trusted this long by each process (a token "
+        "revoked through another process stops working within this time)",
+        lo=0,
+        hi=600,
+    )
+    allowed_hosts: str | None = _opt(
+        None,
+        "comma-separated Host header values the API answers (DNS rebinding); default: "
+        "localhost, 127.0.0.1, ::1, the listen address and public_url's host; * for any",
+    )
+    cors_origins: str | None = _opt(
+        None,
+        "comma-separated origins (https://dash.example.org) whose web pages may call the "
+        "API; default: none (no CORS, and a request from another origin may not change "
+        "anything)",
+    )
     quota_clusters: int = _opt(20, "clusters per project (Magnum's default)", lo=0)
     page_limit: int = _opt(1000, "default and maximum page size", lo=1, hi=100_000)
     sim: SimSettings = field(default_factory=SimSettings)
@@ -385,6 +445,19 @@ class Settings:
             embedded = ProviderSettings(name=DEFAULT_PROVIDER, driver="sim", options=self.sim)
             object.__setattr__(self, "providers", (embedded,))
             object.__setattr__(self, "default_provider", DEFAULT_PROVIDER)
+
+    def check_auth(self) -> None:
+        """SettingsError naming the setting when the authentication mode cannot work."""
+        if self.auth not in AUTH_MODES:
+            raise SettingsError(
+                f"SHOAL_AUTH={self.auth!r} is not one of {', '.join(AUTH_MODES)}: "
+                + self.__dataclass_fields__["auth"].metadata["help"]
+            )
+        if self.auth == "keystone" and not self.keystone.cloud:
+            raise SettingsError(
+                "SHOAL_KEYSTONE_CLOUD: required with SHOAL_AUTH=keystone: the clouds.yaml entry "
+                "of shoal's service user"
+            )
 
     @property
     def db_url(self) -> str:
@@ -439,11 +512,15 @@ class Settings:
         cond = _from_env(
             ConductorSettings, env, "SHOAL_CONDUCTOR_", overrides.pop("conductor_settings", {})
         )
+        keystone = _from_env(
+            KeystoneSettings, env, "SHOAL_KEYSTONE_", overrides.pop("keystone", {})
+        )
         providers = overrides.pop("providers", None)
         default = overrides.pop("default_provider", None)
         settings: Settings = _from_env(
-            cls, env, "SHOAL_", overrides, sim=sim, conductor_settings=cond
+            cls, env, "SHOAL_", overrides, sim=sim, conductor_settings=cond, keystone=keystone
         )
+        settings.check_auth()
         if providers is None:
             from shoal import settings_file
 

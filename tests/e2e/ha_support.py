@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import psycopg
 
+from tests.support.process import admin_headers
 from tests.support.server import free_port
 
 SHOAL = str(Path(sys.executable).with_name("shoal"))
@@ -116,7 +117,7 @@ class Cluster:
             p.kill(signal.SIGTERM)
 
     def client(self, i: int = 0) -> httpx.Client:
-        return httpx.Client(base_url=self.apis[i].url, headers=HEADERS, timeout=60)
+        return httpx.Client(base_url=self.apis[i].url, headers=admin_headers(self.env), timeout=60)
 
     def sql(self, query: str, *args: Any) -> list[tuple[Any, ...]]:
         with psycopg.connect(self.db_url, autocommit=True) as conn:

@@ -33,7 +33,7 @@ def test_demo_runs_end_to_end_and_keeps_its_data(tmp_path: Path) -> None:
 
     # The kept data directory works with a fresh shoal, as the demo says.
     with live_server(fast_settings(data, conductor=False)) as server:
-        shoal = Shoal(server.url)
+        shoal = Shoal(server)
         cluster = shoal.json("cluster", "show", "demo")
         assert cluster["status"] in ("CREATE_COMPLETE", "UPDATE_COMPLETE")
         nodes = shoal.json("node", "list", "demo")

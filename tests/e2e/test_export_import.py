@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from tests.support.process import SHOAL, serving, shoal_env
+from tests.support.process import SHOAL, admin_headers, serving, shoal_env
 from tests.support.server import free_port
 
 LATEST = {"OpenStack-API-Version": "container-infra latest"}
@@ -48,7 +48,15 @@ def test_a_fresh_deployment_imports_the_clusters_and_recreates_no_machine(tmp_pa
     }  # fmt: skip
     port = free_port()
     with serving(env_a, port, tmp_path / "a.log"):
-        c = httpx.Client(base_url=f"http://127.0.0.1:{port}/v1", headers=LATEST, timeout=30)
+        c = httpx.Client(
+            base_url=f"http://127.0.0.1:{port}/v1", headers=admin_headers(env_a), timeout=30
+        )
+        # A cluster template that references a standalone node group template.
+        gpu = c.post("/nodegrouptemplates", json={"name": "gpu", "role": "gpu"}).json()
+        ref = {"nodegroup_template_id": "gpu", "node_count": 2}
+        shape = {"name": "shape", "coe": "kubernetes", "image_id": "fedora-coreos-40",
+                 "node_group_templates": [{"name": "cp", "role": "master"}, ref]}  # fmt: skip
+        assert c.post("/clustertemplates", json=shape).status_code == 201
         assert c.post("/clusters", json=body).status_code == 202
         wait(lambda: c.get("/clusters/edge").json()["status"] == "CREATE_COMPLETE", 120, "create")
         ca = c.get("/certificates/edge").json()["pem"]
@@ -86,7 +94,9 @@ def test_a_fresh_deployment_imports_the_clusters_and_recreates_no_machine(tmp_pa
 
     port = free_port()
     with serving(env_b, port, tmp_path / "b.log"):
-        c = httpx.Client(base_url=f"http://127.0.0.1:{port}/v1", headers=LATEST, timeout=30)
+        c = httpx.Client(
+            base_url=f"http://127.0.0.1:{port}/v1", headers=admin_headers(env_b), timeout=30
+        )
         cluster = c.get("/clusters/edge").json()
         assert cluster["uuid"] == doc["tables"]["clusters"][0]["uuid"]
         time.sleep(2)  # the conductor's passes over every group
@@ -98,6 +108,9 @@ def test_a_fresh_deployment_imports_the_clusters_and_recreates_no_machine(tmp_pa
         assert set(nodes_b) == set(nodes_a)
         assert {n["vm"] for n in nodes_b.values() if n["vm"]} == {"0", "1", "2"}
         assert c.get("/certificates/edge").json()["pem"] == ca
+        entry = c.get("/clustertemplates/shape").json()["node_group_templates"][1]
+        assert entry["nodegroup_template_id"] == gpu["uuid"] and entry["node_count"] == 2
+        assert c.delete("/nodegrouptemplates/gpu").status_code == 409  # still referenced
         reasons = [e["reason"] for e in c.get("/clusters/edge/events").json()["events"]]
         assert "Imported" in reasons and "CreateComplete" in reasons  # history came along
         assert "MachineAdopted" not in reasons  # the rows came with their machines

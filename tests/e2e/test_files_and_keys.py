@@ -15,7 +15,7 @@ from sqlalchemy import select, update
 from shoal.db.engine import Database
 from shoal.db.tables import ClusterCARow
 from shoal.domain import sealing
-from tests.support.process import SHOAL, serving, shoal_env
+from tests.support.process import SHOAL, admin_headers, serving, shoal_env
 from tests.support.server import free_port
 
 IMAGE = "fedora-coreos-40"
@@ -25,10 +25,10 @@ def _mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
-def _cluster_with_ca(port: int) -> str:
-    v1 = f"http://127.0.0.1:{port}/v1"
-    uid = httpx.post(f"{v1}/clusters", json={"name": "c", "image_id": IMAGE}).json()["uuid"]
-    assert httpx.get(f"{v1}/certificates/{uid}").status_code == 200
+def _cluster_with_ca(port: int, data: Path) -> str:
+    c = httpx.Client(base_url=f"http://127.0.0.1:{port}/v1", headers=admin_headers(shoal_env(data)))
+    uid = c.post("/clusters", json={"name": "c", "image_id": IMAGE}).json()["uuid"]
+    assert c.get(f"/certificates/{uid}").status_code == 200
     return str(uid)
 
 
@@ -45,10 +45,11 @@ def test_a_new_data_dir_is_private_and_its_ca_keys_sealed(tmp_path: Path) -> Non
     data = tmp_path / "data"
     port = free_port()
     with serving(shoal_env(data), port, tmp_path / "serve.log"):
-        _cluster_with_ca(port)
+        _cluster_with_ca(port, data)
         assert _mode(data) == 0o700
         made = sorted(p.name for p in data.iterdir())
-        assert {"shoal.db", "shoal.db-wal", "shoal.db-shm", "sim.db", "secret.key"} <= set(made)
+        names = {"shoal.db", "shoal.db-wal", "shoal.db-shm", "sim.db", "secret.key", "admin-token"}
+        assert names <= set(made)
         for name in made:
             assert _mode(data / name) == 0o600, (name, oct(_mode(data / name)))
     key = _stored_key(data)
@@ -61,7 +62,7 @@ def test_loose_files_are_tightened_and_plaintext_keys_sealed_on_start(tmp_path: 
     data = tmp_path / "data"
     port = free_port()
     with serving(shoal_env(data), port, tmp_path / "first.log"):
-        uid = _cluster_with_ca(port)
+        uid = _cluster_with_ca(port, data)
     # As an older shoal left it: a world-readable directory and files, the key in clear.
     secret = (data / "secret.key").read_text()
     plain = sealing.Sealer(secret).open(_stored_key(data))
@@ -83,7 +84,7 @@ def test_loose_files_are_tightened_and_plaintext_keys_sealed_on_start(tmp_path: 
         # The CA still signs (same key, now sealed).
         r = httpx.patch(
             f"http://127.0.0.1:{port}/v1/certificates/{uid}",
-            headers={"OpenStack-API-Version": "container-infra latest"},
+            headers=admin_headers(shoal_env(data)),
         )
         assert r.status_code == 202
 
@@ -92,7 +93,7 @@ def test_a_wrong_or_missing_key_is_refused_in_one_line(tmp_path: Path) -> None:
     data = tmp_path / "data"
     port = free_port()
     with serving(shoal_env(data), port, tmp_path / "serve.log"):
-        _cluster_with_ca(port)
+        _cluster_with_ca(port, data)
     for extra, words in [
         ({"SHOAL_SECRET_KEY": "w" * 40}, ("encrypted with secret key", "SHOAL_SECRET_KEY_FILE")),
         ({"SHOAL_SECRET_KEY_FILE": str(tmp_path / "nowhere")}, ("cannot be read", "nowhere")),
@@ -116,6 +117,6 @@ def test_a_wrong_or_missing_key_is_refused_in_one_line(tmp_path: Path) -> None:
     port = free_port()
     env = shoal_env(data, SHOAL_SECRET_KEY_FILE=str(moved))
     with serving(env, port, tmp_path / "again.log"):
-        r = httpx.get(f"http://127.0.0.1:{port}/v1/clusters/c")
+        r = httpx.get(f"http://127.0.0.1:{port}/v1/clusters/c", headers=admin_headers(env))
         assert r.status_code == 200
     assert not (data / "secret.key").exists()

@@ -14,7 +14,7 @@ import pytest
 
 from shoal.drivers.libvirt.template import DEFAULT
 from tests.support.libvirt_host import require_libvirt_python
-from tests.support.process import SHOAL, serving, shoal_env
+from tests.support.process import SHOAL, admin_headers, serving, shoal_env
 from tests.support.server import free_port
 
 LATEST = {"OpenStack-API-Version": "container-infra latest"}
@@ -62,7 +62,9 @@ def test_a_full_host_sends_nodes_to_the_next_host(tmp_path: Path) -> None:
     env = shoal_env(tmp_path / "data", SHOAL_CONFIG=str(config(tmp_path)))
     port = free_port()
     with serving(env, port, tmp_path / "serve.log"):
-        c = httpx.Client(base_url=f"http://127.0.0.1:{port}/v1", headers=LATEST, timeout=30)
+        c = httpx.Client(
+            base_url=f"http://127.0.0.1:{port}/v1", headers=admin_headers(env), timeout=30
+        )
         wait(lambda: c.get("/providers/rack").json()["reachable"], 30, "the provider's check")
         seen = c.get("/providers/rack").json()
         assert (seen["driver"], seen["availability_zones"]) == ("libvirt", ["h1", "h2"])

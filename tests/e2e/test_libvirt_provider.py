@@ -21,7 +21,7 @@ import pytest
 from tests.harness.libvirt import LibvirtHost
 from tests.harness.libvirt.provider import FLAVOR, IMAGE, prepare
 from tests.support.libvirt_host import require_libvirt_python
-from tests.support.process import serving, shoal_env
+from tests.support.process import admin_headers, serving, shoal_env
 from tests.support.server import free_port
 
 LATEST = {"OpenStack-API-Version": "container-infra latest"}
@@ -58,7 +58,9 @@ def test_tiny_vms_boot_through_shoal_answer_and_go(
     )
     port = free_port()
     with serving(env, port, tmp_path / "serve.log"):
-        c = httpx.Client(base_url=f"http://127.0.0.1:{port}/v1", headers=LATEST, timeout=30)
+        c = httpx.Client(
+            base_url=f"http://127.0.0.1:{port}/v1", headers=admin_headers(env), timeout=30
+        )
         assert [p["name"] for p in c.get("/providers").json()["providers"]] == ["lv"]
         body = {
             "name": "vms",

@@ -21,7 +21,9 @@ def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LiveServe
 
 
 def test_magnumclient_full_lifecycle(server: LiveServer) -> None:
-    mc = magnum.Client("1", endpoint_override=server.v1, auth_token="any", api_version="latest")
+    mc = magnum.Client(
+        "1", endpoint_override=server.v1, auth_token=server.token(), api_version="latest"
+    )
 
     ct = mc.cluster_templates.create(
         name="k8s", coe="kubernetes", image_id="fedora-coreos-40", flavor_id="m1.medium",
@@ -92,7 +94,9 @@ def test_magnumclient_full_lifecycle(server: LiveServer) -> None:
 
 def test_magnumclient_without_version_header(server: LiveServer) -> None:
     """magnumclient built without api_version sends no header: 1.1 semantics apply."""
-    mc = magnum.Client("1", endpoint_override=server.v1, auth_token="any", api_version=None)
+    mc = magnum.Client(
+        "1", endpoint_override=server.v1, auth_token=server.token(), api_version=None
+    )
     mc.cluster_templates.create(name="t", coe="kubernetes", image_id="fedora-coreos-40")
     uid = mc.clusters.create(name="old", cluster_template_id="t", node_count=1).uuid
     c = mc.clusters.get(uid)

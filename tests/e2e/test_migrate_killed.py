@@ -19,7 +19,7 @@ from shoal.db import deployment_state
 from shoal.db.engine import Database
 from shoal.drivers.sim.world import SimWorld
 from tests.support.databases import throwaway_pg
-from tests.support.process import SHOAL, serving, shoal_env
+from tests.support.process import SHOAL, admin_headers, serving, shoal_env
 from tests.support.server import free_port
 
 pytestmark = pytest.mark.postgres
@@ -97,7 +97,9 @@ def test_a_killed_migrate_is_refused_then_finished_and_no_machine_moves(tmp_path
     source_env = shoal_env(data)
     port = free_port()
     with serving(source_env, port, tmp_path / "source.log"):
-        api = httpx.Client(base_url=f"http://127.0.0.1:{port}/v1", headers=LATEST, timeout=30)
+        api = httpx.Client(
+            base_url=f"http://127.0.0.1:{port}/v1", headers=admin_headers(source_env), timeout=30
+        )
         groups = [
             {"name": "m", "role": "master", "flavor_id": "m1.small", "node_count": 3},
             *({"name": f"w{i}", "flavor_id": "m1.small", "node_count": 100} for i in range(6)),
@@ -132,7 +134,11 @@ def test_a_killed_migrate_is_refused_then_finished_and_no_machine_moves(tmp_path
             assert migrate(source_env, target, None) == 0  # run again: it finishes
         tport = free_port()
         with serving(target_env, tport, tmp_path / "target.log"):
-            api = httpx.Client(base_url=f"http://127.0.0.1:{tport}/v1", headers=LATEST, timeout=30)
+            api = httpx.Client(
+                base_url=f"http://127.0.0.1:{tport}/v1",
+                headers=admin_headers(target_env),
+                timeout=30,
+            )
             assert api.get("/clusters/big").json()["node_count"] == 600
             time.sleep(5)  # the conductor's passes over the copied deployment
         assert machines(target) == before  # 0 deleted, 0 created

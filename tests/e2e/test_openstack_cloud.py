@@ -243,18 +243,22 @@ def test_delete_leaves_no_server(
 
 def test_clouds_yaml_and_the_catalog(openstack_cloud: OpenStackCloud, tmp_path: Path) -> None:
     url = "http://127.0.0.1:9/v1"  # nothing answers there; only the catalog is checked
+    openstack_cloud.unregister_services("container-infra")  # the cloud is shared
     openstack_cloud.register_service(unique("shoal"), "container-infra", url)
-    path = openstack_cloud.write_clouds_yaml(tmp_path / "clouds.yaml", prefix="test-")
-    config = openstack.config.OpenStackConfig(config_files=[str(path)], load_envvars=False)
-    for name in ("admin", "demo", "shoal"):
-        conn = Connection(config=config.get_one(f"test-{name}"))
-        try:
-            assert conn.endpoint_for("container-infra") == url
-            assert conn.current_project.name == openstack_cloud.clouds[name].project_name
-            flavors = {f.name for f in conn.compute.flavors()}
-            assert {"m1.small", "m1.medium", "huge"} <= flavors
-        finally:
-            conn.close()
+    try:
+        path = openstack_cloud.write_clouds_yaml(tmp_path / "clouds.yaml", prefix="test-")
+        config = openstack.config.OpenStackConfig(config_files=[str(path)], load_envvars=False)
+        for name in ("admin", "demo", "shoal"):
+            conn = Connection(config=config.get_one(f"test-{name}"))
+            try:
+                assert conn.endpoint_for("container-infra") == url
+                assert conn.current_project.name == openstack_cloud.clouds[name].project_name
+                flavors = {f.name for f in conn.compute.flavors()}
+                assert {"m1.small", "m1.medium", "huge"} <= flavors
+            finally:
+                conn.close()
+    finally:
+        assert openstack_cloud.unregister_services("container-infra") == 1
 
 
 def test_zones_come_from_host_aggregates(demo: Connection, openstack_cloud: OpenStackCloud) -> None:

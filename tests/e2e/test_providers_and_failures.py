@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.process import SHOAL, serving, shoal_env
+from tests.support.process import SHOAL, admin_headers, serving, shoal_env
 from tests.support.server import free_port
 
 LATEST = {"OpenStack-API-Version": "container-infra latest"}
@@ -30,8 +30,9 @@ providers:
 """
 
 
-def api(port: int) -> httpx.Client:
-    return httpx.Client(base_url=f"http://127.0.0.1:{port}/v1", headers=LATEST, timeout=30)
+def api(port: int, env: dict[str, str]) -> httpx.Client:
+    headers = admin_headers(env)
+    return httpx.Client(base_url=f"http://127.0.0.1:{port}/v1", headers=headers, timeout=30)
 
 
 def wait(check: Any, timeout: float = 90.0, what: str = "") -> None:
@@ -61,7 +62,7 @@ def test_one_cluster_over_two_providers(tmp_path: Path) -> None:
     env = shoal_env(tmp_path / "data", SHOAL_CONFIG=str(config))
     port = free_port()
     with serving(env, port, tmp_path / "serve.log"):
-        c = api(port)
+        c = api(port, env)
         body = {
             "name": "two",
             "image_id": "fedora-coreos-40",
@@ -133,7 +134,7 @@ def test_a_minute_of_failing_boots_and_of_a_driver_bug(tmp_path: Path) -> None:
     env = shoal_env(tmp_path / "data", SHOAL_SIM_TIME_SCALE="20")  # a boot takes about 1 s
     port = free_port()
     with serving(env, port, tmp_path / "serve.log"):
-        c = api(port)
+        c = api(port, env)
         master = {"name": "m", "role": "master", "flavor_id": "m1.small", "node_count": 1}
         # The boots of m1.large fail from the start: the rule exists before the cluster.
         boots_rule = c.post("/sim/faults", json={

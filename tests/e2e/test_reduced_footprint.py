@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from tests.support.process import SHOAL, serving, shoal_env
+from tests.support.process import SHOAL, admin_headers, serving, shoal_env
 from tests.support.server import free_port
 
 LATEST = {"OpenStack-API-Version": "container-infra latest"}
@@ -40,7 +40,8 @@ def test_one_host_grows_to_three_with_masters_spread_and_quorum_kept(tmp_path: P
         return done.stdout
 
     with serving(env, port, tmp_path / "serve.log"):
-        c = httpx.Client(base_url=f"{url}/v1", headers=LATEST, timeout=30)
+        auth = admin_headers(env)
+        c = httpx.Client(base_url=f"{url}/v1", headers=auth, timeout=30)
         shoal(
             "cluster", "create", "edge", "--image", "fedora-coreos-40", "--flavor", "m1.small",
             "-n", "name=m,role=master,provider=vms,count=3",

@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from tests.support.databases import throwaway_pg
-from tests.support.process import SHOAL, serving, shoal_env
+from tests.support.process import SHOAL, admin_headers, serving, shoal_env
 from tests.support.server import free_port
 
 LATEST = {"OpenStack-API-Version": "container-infra latest"}
@@ -46,8 +46,11 @@ def test_serve_logs_json_lines_with_the_access_log(tmp_path: Path) -> None:
     port, log = free_port(), tmp_path / "serve.log"
     env = shoal_env(tmp_path / "data", SHOAL_LOG_FORMAT="json", SHOAL_LOG_LEVEL="INFO")
     with serving(env, port, log):
-        httpx.get(f"http://127.0.0.1:{port}/v1/clusters").raise_for_status()
-        assert httpx.get(f"http://127.0.0.1:{port}/v1/clusters/nope").status_code == 404
+        auth = admin_headers(env)
+        httpx.get(f"http://127.0.0.1:{port}/v1/clusters", headers=auth).raise_for_status()
+        nope = httpx.get(f"http://127.0.0.1:{port}/v1/clusters/nope", headers=auth)
+        assert nope.status_code == 404
+    assert auth["X-Auth-Token"] not in log.read_text()  # the admin token never reaches a log
     records = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
     assert records and all({"time", "level", "logger", "message"} <= set(r) for r in records)
     start = [r for r in records if r["logger"] == "shoal" and "serving on" in r["message"]]
@@ -69,8 +72,10 @@ def test_no_password_reaches_the_output_of_serve_or_db_migrate(tmp_path: Path) -
         secret = "s3cret-pw-9"
         with_pw = url.replace("postgresql://postgres@", f"postgresql://postgres:{secret}@")
         port, log = free_port(), tmp_path / "serve.log"
-        with serving(shoal_env(data, SHOAL_DATABASE_URL=with_pw), port, log):
-            httpx.get(f"http://127.0.0.1:{port}/v1/clusters").raise_for_status()
+        env = shoal_env(data, SHOAL_DATABASE_URL=with_pw)
+        with serving(env, port, log):
+            auth = admin_headers(env)
+            httpx.get(f"http://127.0.0.1:{port}/v1/clusters", headers=auth).raise_for_status()
         out = log.read_text()
         assert "postgres:***@127.0.0.1" in out and secret not in out
 
@@ -103,8 +108,10 @@ def test_huge_counts_are_refused_and_the_server_does_not_grow(tmp_path: Path) ->
     """The conductor runs: a stored count of 2**31 - 1 would have it grow by hundreds
     of MB a second. Refused at the door, nothing is stored and RSS stays flat."""
     port, log = free_port(), tmp_path / "serve.log"
-    with serving(shoal_env(tmp_path / "data"), port, log) as proc:
-        api = httpx.Client(base_url=f"http://127.0.0.1:{port}/v1", headers=LATEST, timeout=30)
+    env = shoal_env(tmp_path / "data")
+    with serving(env, port, log) as proc:
+        auth = admin_headers(env)
+        api = httpx.Client(base_url=f"http://127.0.0.1:{port}/v1", headers=auth, timeout=30)
         api.post("/clusters", json={"name": "base", "image_id": "fedora-coreos-40"})
         rss = psutil.Process(proc.pid)
         for _ in range(3):  # warm up the paths (imports, caches) before measuring

@@ -18,7 +18,7 @@ import pytest
 from tests.harness.libvirt import LibvirtHost
 from tests.harness.libvirt.provider import BASE, CMDLINE, IMAGE, POOL, ensure_pool, template_text
 from tests.support.libvirt_host import require_libvirt_python
-from tests.support.process import serving, shoal_env
+from tests.support.process import admin_headers, serving, shoal_env
 from tests.support.server import free_port
 
 LATEST = {"OpenStack-API-Version": "container-infra latest"}
@@ -92,7 +92,9 @@ def test_a_virt_hosts_vms_are_real_domains_of_their_sizes(
     }  # fmt: skip
     port = free_port()
     with serving(env, port, tmp_path / "serve.log"):
-        c = httpx.Client(base_url=f"http://127.0.0.1:{port}/v1", headers=LATEST, timeout=30)
+        c = httpx.Client(
+            base_url=f"http://127.0.0.1:{port}/v1", headers=admin_headers(env), timeout=30
+        )
         r = c.post("/clusters", json=body)
         assert r.status_code == 202, r.text
         wait(

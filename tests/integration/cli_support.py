@@ -12,6 +12,7 @@ from typer.testing import CliRunner, Result
 
 from shoal.cli.main import app
 from shoal.settings import Settings
+from tests.support.server import LiveServer
 
 _runner = CliRunner()
 
@@ -29,15 +30,16 @@ def fast_settings(data_dir: Path, **overrides: Any) -> Settings:
 
 
 class Shoal:
-    """`shoal ...` against one server; `ok()` asserts success and returns the result."""
+    """`shoal ...` against one server with a token of the server's own (an admin of
+    `project`, default `default`); `ok()` asserts success and returns the result."""
 
-    def __init__(self, url: str, project: str | None = None) -> None:
-        self.url = url
-        self.project = project
+    def __init__(self, server: LiveServer, project: str | None = None, role: str = "admin") -> None:
+        self.url = server.url
+        self.project = project or "default"
+        self.token = server.token(self.project, role)
 
     def run(self, *argv: str) -> Result:
-        base = ["--url", self.url] + (["--project", self.project] if self.project else [])
-        return _runner.invoke(app, [*base, *argv])
+        return _runner.invoke(app, ["--url", self.url, "--token", self.token, *argv])
 
     def ok(self, *argv: str) -> Result:
         result = self.run(*argv)

@@ -44,11 +44,14 @@ def wait(check: Callable[[], bool], timeout: float = 30, what: str = "condition"
 
 
 class Api:
-    """httpx on /v1 (project `default`) and python-magnumclient on the same server."""
+    """httpx on /v1 and python-magnumclient on the same server, as an admin of project
+    `default` (the tests look at the sim cloud's servers too)."""
 
     def __init__(self, server: LiveServer) -> None:
-        self.http = httpx.Client(base_url=server.v1, headers=HEADERS, timeout=30)
-        self.mc = magnum.Client(auth_token="x", magnum_url=server.v1, api_version="latest")
+        token = server.token("default", "admin")
+        headers = {**HEADERS, "X-Auth-Token": token}
+        self.http = httpx.Client(base_url=server.v1, headers=headers, timeout=30)
+        self.mc = magnum.Client(auth_token=token, magnum_url=server.v1, api_version="latest")
 
     def ok(self, method: str, path: str, status: int = 200, **kw: Any) -> Any:
         r = self.http.request(method, path, **kw)

@@ -148,7 +148,7 @@ def test_changing_node_labels_tells_the_agents(server: LiveServer) -> None:
 def test_the_cli_starts_an_operation_and_waits_for_it(server: LiveServer) -> None:
     api = Api(server)
     cid = ready(api)
-    shoal = Shoal(server.url)
+    shoal = Shoal(server)
     out = shoal.run("operation", "start", cid, "reboot", "-g", "w", "--batch-size", "2", "--wait")
     assert out.exit_code == 0, out.output
     assert "reboot on" in out.stderr and "SUCCEEDED, 3 of 3 node(s) done" in out.stderr

@@ -109,7 +109,7 @@ def test_the_cluster_quota_holds_under_concurrent_creates(server: LiveServer) ->
     assert r.status_code == 403 and "maximum clusters" in r.json()["errors"][0]["title"]
 
     racer = Api(server)
-    racer.ok("POST", "/quotas", 201, json={
+    Api(server, role="admin").ok("POST", "/quotas", 201, json={
         "project_id": racer.project, "resource": "Cluster", "hard_limit": 3})  # fmt: skip
 
     def create(i: int) -> int:

@@ -118,7 +118,9 @@ def test_concurrent_first_shows_agree_on_one_ca(api: Api, server: LiveServer) ->
 
 def test_sign_and_rotate_through_magnumclient(server: LiveServer) -> None:
     """The real client in project `default`: get, create (sign), rotate_ca."""
-    mc = magnum.Client("1", endpoint_override=server.v1, auth_token="any", api_version="latest")
+    mc = magnum.Client(
+        "1", endpoint_override=server.v1, auth_token=server.token(), api_version="latest"
+    )
     c = new_cluster(Api(server, project="default"))
     ca_pem = mc.certificates.get(c["uuid"]).pem
     ca = x509.load_pem_x509_certificate(ca_pem.encode())
@@ -397,7 +399,9 @@ def test_db_migrate_moves_the_cas(tmp_path: Path, pg_url: str) -> None:
 
 
 def test_magnumclient_error_for_a_bad_csr(server: LiveServer) -> None:
-    mc = magnum.Client("1", endpoint_override=server.v1, auth_token="any", api_version="latest")
+    mc = magnum.Client(
+        "1", endpoint_override=server.v1, auth_token=server.token(), api_version="latest"
+    )
     c = new_cluster(Api(server, project="default"))
     with pytest.raises(mexc.BadRequest) as exc:
         mc.certificates.create(cluster_uuid=c["uuid"], csr="garbage")

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.xdist_group("cli-clusters")
 def shoal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shoal]:
     data: Path = tmp_path_factory.mktemp("cli-clusters")
     with live_server(fast_settings(data)) as server:
-        sh = Shoal(server.url)
+        sh = Shoal(server)
         sh.ok(
             "template", "create", "k8s", "--image", "fedora-coreos-40", "--flavor", "m1.small",
             "--master-flavor", "m1.small",

@@ -28,9 +28,14 @@ def slow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
         yield srv
 
 
+@pytest.fixture(scope="module")
+def auth(slow: LiveServer) -> dict[str, str]:
+    return {"X-Auth-Token": slow.token(), "OpenStack-API-Version": "container-infra latest"}
+
+
 @pytest.mark.parametrize("operation", ["create", "resize"])
 def test_ctrl_c_during_wait_says_the_operation_goes_on_and_exits_130(
-    slow: LiveServer, operation: str
+    slow: LiveServer, auth: dict[str, str], operation: str
 ) -> None:
     name = f"slow-{operation}"
     if operation == "create":
@@ -38,10 +43,10 @@ def test_ctrl_c_during_wait_says_the_operation_goes_on_and_exits_130(
         generation = 1
     else:
         body = {"name": name, "image_id": "fedora-coreos-40"}
-        httpx.post(f"{slow.v1}/clusters", json=body).raise_for_status()
+        httpx.post(f"{slow.v1}/clusters", json=body, headers=auth).raise_for_status()
         argv, generation = ["cluster", "resize", name, "3", "--wait"], 2
     proc = subprocess.Popen(
-        [SHOAL, "--url", slow.url, *argv],
+        [SHOAL, "--url", slow.url, "--token", auth["X-Auth-Token"], *argv],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -49,7 +54,7 @@ def test_ctrl_c_during_wait_says_the_operation_goes_on_and_exits_130(
     try:
         deadline = time.monotonic() + 30
         # Interrupt once the request was accepted and the CLI is polling.
-        while name not in _names(slow) or _generation(slow, name) < generation:
+        while name not in _names(slow, auth) or _generation(slow, auth, name) < generation:
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
             time.sleep(0.05)
         time.sleep(0.5)
@@ -63,17 +68,17 @@ def test_ctrl_c_during_wait_says_the_operation_goes_on_and_exits_130(
     assert "goes on in the service" in err
     assert f"shoal cluster watch {name}" in err and f"shoal events {name}" in err
     assert "Traceback" not in err and "Aborted" not in err
-    status = httpx.get(f"{slow.v1}/clusters/{name}").json()["status"]
+    status = httpx.get(f"{slow.v1}/clusters/{name}", headers=auth).json()["status"]
     assert status.endswith("IN_PROGRESS")
 
 
-def _names(server: LiveServer) -> list[str]:
-    return [c["name"] for c in httpx.get(f"{server.v1}/clusters").json()["clusters"]]
+def _names(server: LiveServer, auth: dict[str, str]) -> list[str]:
+    clusters = httpx.get(f"{server.v1}/clusters", headers=auth).json()["clusters"]
+    return [c["name"] for c in clusters]
 
 
-def _generation(server: LiveServer, name: str) -> int:
-    groups = httpx.get(
-        f"{server.v1}/clusters/{name}/nodegroups/detail",
-        headers={"OpenStack-API-Version": "container-infra latest"},
-    ).json()["nodegroups"]
+def _generation(server: LiveServer, auth: dict[str, str], name: str) -> int:
+    groups = httpx.get(f"{server.v1}/clusters/{name}/nodegroups/detail", headers=auth).json()[
+        "nodegroups"
+    ]
     return max(int(g["generation"]) for g in groups)

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.xdist_group("cli-templates")
 def shoal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shoal]:
     data: Path = tmp_path_factory.mktemp("cli-templates")
     with live_server(fast_settings(data, conductor=False)) as server:
-        yield Shoal(server.url)
+        yield Shoal(server)
 
 
 def test_cluster_template_lifecycle_in_every_format(shoal: Shoal) -> None:
@@ -94,3 +94,26 @@ def test_api_errors_are_one_line_with_status_and_title(shoal: Shoal) -> None:
     unknown_column = shoal.run("template", "show", "dup", "-c", "nonsense")
     assert unknown_column.exit_code == 2 and "unknown column nonsense" in unknown_column.stderr
     assert ["bad"] not in shoal.values("template", "list", "-c", "name")  # nothing stored
+
+
+def test_templates_from_templates_and_references(shoal: Shoal) -> None:
+    shoal.ok("nodegroup-template", "create", "fast", "--role", "gpu", "--flavor", "g1.large",
+             "--count", "2")  # fmt: skip
+    copy = shoal.json("nodegroup-template", "create", "fast4", "--from", "fast", "--count", "4")
+    assert (copy["flavor_id"], copy["node_count"], copy["role"]) == ("g1.large", 4, "gpu")
+    assert copy["source_id"] == shoal.json("nodegroup-template", "show", "fast")["uuid"]
+    ct = shoal.json(
+        "template", "create", "refs", "--image", "fedora-coreos-40",
+        "-n", "name=cp,role=master", "-n", "ngt=fast,count=3", "-n", "ngt=fast4,name=big",
+    )  # fmt: skip
+    refs = {n["name"]: n for n in ct["node_group_templates"]}
+    assert refs["cp"]["nodegroup_template_id"] is None
+    assert refs["fast"]["nodegroup_template_id"] == copy["source_id"]
+    assert refs["fast"]["node_count"] == 3 and refs["big"]["nodegroup_template_id"] == copy["uuid"]
+    twin = shoal.json("template", "create", "twin", "--from-template", "refs", "--flavor", "m1.xl")
+    assert twin["source_id"] == ct["uuid"] and twin["flavor_id"] == "m1.xl"
+    assert [n["name"] for n in twin["node_group_templates"]] == ["cp", "fast", "big"]
+    held = shoal.run("nodegroup-template", "delete", "fast")
+    assert held.exit_code == 1 and "HTTP 409" in held.stderr and "refs, twin" in held.stderr
+    nameless = shoal.run("template", "create", "x", "--image", "i", "-n", "count=1")
+    assert nameless.exit_code == 2 and "ngt=" in nameless.stderr

@@ -23,7 +23,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
 
 
 def test_wait_exits_1_with_the_reason_when_the_operation_fails(server: LiveServer) -> None:
-    shoal = Shoal(server.url, project="failing")
+    shoal = Shoal(server, project="failing")
     result = shoal.run("cluster", "create", "bad", "--image", "fedora-coreos-40",
                        "-n", "name=cp,role=master,flavor=no-such-flavor,count=1",
                        "--wait", "--wait-timeout", "60")  # fmt: skip
@@ -35,8 +35,11 @@ def test_wait_exits_1_with_the_reason_when_the_operation_fails(server: LiveServe
 
 
 def test_wait_times_out_with_exit_3_and_shows_blocked(server: LiveServer) -> None:
-    httpx.put(f"{server.v1}/sim/quotas/blocked", json={"cores": 1}).raise_for_status()
-    shoal = Shoal(server.url, project="blocked")
+    admin = {"X-Auth-Token": server.token()}
+    httpx.put(
+        f"{server.v1}/sim/quotas/blocked", json={"cores": 1}, headers=admin
+    ).raise_for_status()
+    shoal = Shoal(server, project="blocked")
     result = shoal.run("cluster", "create", "stuck", "--image", "fedora-coreos-40",
                        "-n", "name=cp,role=master,flavor=m1.large,count=1",
                        "--wait", "--wait-timeout", "2")  # fmt: skip
@@ -45,5 +48,7 @@ def test_wait_times_out_with_exit_3_and_shows_blocked(server: LiveServer) -> Non
     assert "timed out" in result.stderr
     watch = shoal.run("cluster", "watch", "stuck", "--timeout", "0.5", "--interval", "0.1")
     assert watch.exit_code == 3
-    httpx.put(f"{server.v1}/sim/quotas/blocked", json={"cores": 100}).raise_for_status()
+    httpx.put(
+        f"{server.v1}/sim/quotas/blocked", json={"cores": 100}, headers=admin
+    ).raise_for_status()
     assert shoal.run("cluster", "watch", "stuck", "--interval", "0.1").exit_code == 0

@@ -13,7 +13,15 @@ from typer.testing import CliRunner
 from shoal.cli.main import app
 from shoal.db import events, migrations
 from shoal.db.engine import Database
-from shoal.db.tables import Base, ClusterRow, LeaseRow, NodeGroupRow, NodeRow
+from shoal.db.tables import (
+    Base,
+    ClusterRow,
+    ClusterTemplateRow,
+    LeaseRow,
+    NodeGroupRow,
+    NodeGroupTemplateRow,
+    NodeRow,
+)
 from shoal.db.types import utcnow
 from shoal.drivers.contract import MachineSpec
 from shoal.drivers.sim import tables as sim_tables
@@ -34,6 +42,21 @@ def _populate(
     specs: list[MachineSpec] = []
     try:
         with db.write() as s:
+            # A cluster template that references a standalone node group template.
+            ngt, ct = str(uuid.uuid4()), str(uuid.uuid4())
+            s.add(NodeGroupTemplateRow(uuid=ngt, project_id="p", name="gpu", spec={"role": "gpu"}))
+            s.add(ClusterTemplateRow(uuid=ct, project_id="p", user_id="u", name="t", attrs={}))
+            s.flush()
+            s.add(
+                NodeGroupTemplateRow(
+                    uuid=str(uuid.uuid4()),
+                    project_id="p",
+                    name="gpu",
+                    cluster_template_uuid=ct,
+                    reference_uuid=ngt,
+                    spec={"node_count": 2},
+                )
+            )
             for c in range(clusters):
                 cu = str(uuid.uuid4())
                 s.add(
@@ -121,6 +144,18 @@ def _count(url: str, table: object) -> int:
         db.close()
 
 
+def _references(url: str) -> list[tuple[str, str | None]]:
+    """(entry uuid, referenced NGT uuid) of the cluster template entries that reference one."""
+    db = Database(url)
+    try:
+        with db.read() as s:
+            t = NodeGroupTemplateRow
+            rows = s.execute(select(t.uuid, t.reference_uuid).where(t.reference_uuid.is_not(None)))
+            return [(a, b) for a, b in rows]
+    finally:
+        db.close()
+
+
 def test_sqlite_deployment_moves_to_postgres(tmp_path: Path, pg_url: str) -> None:
     src = f"sqlite:///{tmp_path / 'shoal.db'}"
     _populate(src)
@@ -133,6 +168,7 @@ def test_sqlite_deployment_moves_to_postgres(tmp_path: Path, pg_url: str) -> Non
         assert _count(pg_url, table) == _count(src, table), table.name
     assert _count(pg_url, NodeRow.__table__) == 30
     assert _count(pg_url, sim_tables.servers) == 30
+    assert _references(pg_url) == _references(src) and len(_references(src)) == 1
     # The service runs on the target: new rows get fresh ids past the copied ones.
     db = Database(pg_url)
     try:

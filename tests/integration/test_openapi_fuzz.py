@@ -40,7 +40,7 @@ CHECKS = [
     sc.response_headers_conformance,
     sc.response_schema_conformance,
 ]
-LATEST = {"OpenStack-API-Version": "container-infra latest", "X-Project-Id": "default"}
+LATEST = {"OpenStack-API-Version": "container-infra latest"}
 # Path parameters that name the seeded resources, by path prefix and name.
 SEEDED = [
     ("/v1/clusters/{cluster}/nodegroups", {"cluster": "seed", "ident": "default-worker"}),
@@ -58,7 +58,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     data: Path = tmp_path_factory.mktemp("fuzz")
     settings = Settings.from_env(env={}, data_dir=data, port=0, conductor=False)
     with live_server(settings) as srv:
-        api = httpx.Client(base_url=srv.v1, headers=LATEST, timeout=30)
+        headers = {**LATEST, "X-Auth-Token": srv.token("default", "admin")}
+        api = httpx.Client(base_url=srv.v1, headers=headers, timeout=30)
         image = {"image_id": "fedora-coreos-40"}
         ct = {"name": "seed-ct", "coe": "kubernetes", **image}
         api.post("/clustertemplates", json=ct).raise_for_status()
@@ -66,6 +67,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
         api.post("/clusters", json={"name": "seed", **image}).raise_for_status()
         api.post("/sim/faults", json={"kind": "transient", "count": 0}).raise_for_status()
         yield srv
+
+
+@pytest.fixture(scope="module")
+def token(server: LiveServer) -> dict[str, str]:
+    """An admin's token: every operation is reachable (and may still refuse a request)."""
+    return {"X-Auth-Token": server.token("default", "admin")}
 
 
 def _seeded(path: str) -> dict[str, str] | None:
@@ -77,7 +84,9 @@ def _seeded(path: str) -> dict[str, str] | None:
     return None
 
 
-def test_no_5xx_and_no_schema_violation_on_any_operation(server: LiveServer) -> None:
+def test_no_5xx_and_no_schema_violation_on_any_operation(
+    server: LiveServer, token: dict[str, str]
+) -> None:
     schema = schemathesis.openapi.from_url(f"{server.url}/openapi.json")
     failures: dict[str, str] = {}
     statuses: collections.Counter[tuple[str, int]] = collections.Counter()
@@ -97,7 +106,7 @@ def test_no_5xx_and_no_schema_violation_on_any_operation(server: LiveServer) -> 
                 | op.as_strategy(GenerationMode.NEGATIVE, path_parameters=params)
             )
         for strategy in runs:
-            _fuzz(server, strategy, label, failures, statuses)
+            _fuzz(server, token, strategy, label, failures, statuses)
     elapsed = time.monotonic() - started
     total = sum(statuses.values())
     print(f"schemathesis: {operations} operations, {total} requests, {elapsed:.1f} s, "
@@ -111,6 +120,7 @@ def test_no_5xx_and_no_schema_violation_on_any_operation(server: LiveServer) -> 
 
 def _fuzz(
     server: LiveServer,
+    token: dict[str, str],
     strategy: st.SearchStrategy[Any],
     label: str,
     failures: dict[str, str],
@@ -126,7 +136,7 @@ def _fuzz(
     )
     @given(case=strategy)
     def run(case: Any) -> None:
-        response = case.call(base_url=server.url, timeout=30)
+        response = case.call(base_url=server.url, timeout=30, headers=token)
         statuses[(case.method.upper(), response.status_code)] += 1
         try:
             case.validate_response(response, checks=CHECKS)

@@ -141,7 +141,14 @@ def test_one_operation_at_a_time_per_group_and_bad_requests_change_nothing(env: 
 
 def test_an_upgrade_with_strategy_rebuild_keeps_every_machine(env: Env) -> None:
     for name, image in (("v1", V1), ("v2", V2)):
-        body = {"name": name, "coe": "kubernetes", "image_id": image}
+        # Groups m and w, which the cluster's node_groups entries of the same names override.
+        groups = [{"name": "m", "role": "master"}, {"name": "w"}]
+        body = {
+            "name": name,
+            "coe": "kubernetes",
+            "image_id": image,
+            "node_group_templates": groups,
+        }
         templates.create(env.db, env.caller, body)
     cid = ready_cluster(env, cluster_template_id="v1", labels={"upgrade_strategy": "rebuild"})
     machines = env.servers(cid)

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from shoal import auth
 from shoal.db import migrations
 from shoal.db.engine import Database
 from shoal.drivers.contract import MachineSpec
@@ -35,11 +36,15 @@ def _serve(world: SimWorld | None) -> Iterator[httpx.Client]:
     with tempfile.TemporaryDirectory() as tmp:  # the runtime's own database (presence)
         db = Database(f"sqlite:///{tmp}/shoal.db")
         migrations.upgrade(db)
-        runtime = Runtime(settings=Settings(), db=db, providers=providers)
+        settings = Settings()
+        runtime = Runtime(
+            settings=settings, db=db, providers=providers, auth=auth.build(settings, db)
+        )
         server = LiveServer(runtime, free_port())
         server.start()
         try:
-            with httpx.Client(base_url=server.url, timeout=10) as client:
+            admin = {"X-Auth-Token": server.token("default", "admin")}
+            with httpx.Client(base_url=server.url, timeout=10, headers=admin) as client:
                 yield client
         finally:
             server.stop()

@@ -120,7 +120,8 @@ def test_embedded_conductor_is_woken_in_process_on_sqlite(
     tmp_path: Path, record_property: Callable[[str, Any], None]
 ) -> None:
     settings = Settings.from_env({}, data_dir=tmp_path, port=0, sim=SIM, conductor_settings=QUIET)
-    with live_server(settings) as srv, httpx.Client(base_url=srv.v1) as http:
+    with live_server(settings) as srv:
+        http = httpx.Client(base_url=srv.v1, headers={"X-Auth-Token": srv.token()})
         db = srv.runtime.db
         samples = []
         for i in range(3):

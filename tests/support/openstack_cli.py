@@ -23,7 +23,16 @@ def coe_env() -> dict[str, str]:
     return env
 
 
-def run_coe(server: LiveServer, *args: str) -> subprocess.CompletedProcess[str]:
-    """One `openstack coe ...` call with no authentication, against `server`."""
-    cmd = [OPENSTACK, "--os-auth-type", "none", "--os-endpoint", server.v1, "coe", *args]
+def run_coe(
+    server: LiveServer, *args: str, token: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """One `openstack coe ...` call against `server`, with a token of the server's own
+    (an admin of project `default` unless `token` is given), the way an operator of a
+    shoal without Keystone runs it: keystoneauth's `admin_token` plugin, which sends a
+    fixed token to a fixed endpoint."""
+    token = token or server.token()
+    cmd = [
+        OPENSTACK, "--os-auth-type", "admin_token", "--os-endpoint", server.v1,
+        "--os-token", token, "coe", *args,
+    ]  # fmt: skip
     return subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=coe_env())

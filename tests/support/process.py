@@ -19,6 +19,23 @@ SHOAL = str(Path(sys.executable).with_name("shoal"))
 HEADERS = {"OpenStack-API-Version": "container-infra latest"}
 
 
+def admin_token(env: dict[str, str]) -> str:
+    """The admin token of the deployment `env` names: the file `shoal serve` wrote in the
+    data directory on first start; when another process of a shared database made the
+    first one, a new one by `shoal token bootstrap`, as an operator would."""
+    path = Path(env["SHOAL_DATA_DIR"]) / "admin-token"
+    if not path.exists():
+        subprocess.run(
+            [SHOAL, "token", "bootstrap"], env=env, check=True, capture_output=True, timeout=60
+        )
+    return path.read_text().strip()
+
+
+def admin_headers(env: dict[str, str]) -> dict[str, str]:
+    """Latest microversion, as the deployment's admin."""
+    return {**HEADERS, "X-Auth-Token": admin_token(env)}
+
+
 def shoal_env(data: Path, **extra: str) -> dict[str, str]:
     """This environment without SHOAL_* settings, plus a data dir, a fast sim and `extra`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SHOAL_")}
@@ -77,6 +94,7 @@ class Server:
             assert time.monotonic() < deadline, "shoal serve did not start"
             try:
                 if self.http.get("", timeout=1).status_code == 200:
+                    self.http.headers.update(admin_headers(self.env))
                     return
             except httpx.TransportError:
                 time.sleep(0.05)

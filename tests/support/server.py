@@ -51,6 +51,16 @@ class LiveServer:
         self._server.should_exit = True
         self._thread.join(timeout=20)
 
+    def token(self, project: str = "default", role: str = "admin") -> str:
+        """A token of this server's own (auth mode local) for `project` and `role`, issued
+        as an operator would with `shoal token create`."""
+        from shoal.services import tokens
+        from shoal.services.context import Caller
+
+        body = {"project_id": project, "role": role}
+        _, token = tokens.issue(self.runtime.db, Caller("operator"), body)
+        return token
+
 
 @contextmanager
 def live_server(settings: Settings) -> Iterator[LiveServer]:

@@ -24,7 +24,7 @@ import httpx
 import yaml
 
 from tests.support.openstack_project import ShoalProject, shoal_project
-from tests.support.process import SHOAL, shoal_env
+from tests.support.process import SHOAL, admin_headers, shoal_env
 from tests.support.server import free_port
 
 if TYPE_CHECKING:
@@ -55,7 +55,9 @@ class ShoalOnNova:
 
     @property
     def api(self) -> httpx.Client:
-        return httpx.Client(base_url=self.url + "/v1", headers=LATEST, timeout=30)
+        return httpx.Client(
+            base_url=self.url + "/v1", headers=admin_headers(self.env()), timeout=30
+        )
 
     def config(self) -> Path:
         clouds = self.project.clouds_yaml(self.work / "clouds.yaml")

@@ -11,14 +11,16 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, Request, Response
+from fastapi import Depends, FastAPI, Request, Response
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DBAPIError
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from shoal.api import bodylimit, errors, microversion, openapi
+from shoal.api import bodylimit, browsers, deps, errors, microversion, openapi
 from shoal.api.routes import (
+    agent,
     certificates,
     clusters,
     clustertemplates,
@@ -28,6 +30,7 @@ from shoal.api.routes import (
     operations,
     providers,
     sim,
+    tokens,
 )
 from shoal.domain import sealing
 
@@ -197,8 +200,20 @@ def create_app(runtime: Any, sealer: sealing.Sealer | None = None) -> FastAPI:
             return errors.respond(request, 409, msg)
         raise exc
 
-    app.add_middleware(bodylimit.BodyLimit, max_bytes=runtime.settings.max_body_bytes)
-    app.add_middleware(PerRequest)  # outside BodyLimit: its 413 gets the request id
+    settings = runtime.settings
+    app.add_middleware(bodylimit.BodyLimit, max_bytes=settings.max_body_bytes)
+    hosts = browsers.allowed_hosts(settings.host, settings.public_url, settings.allowed_hosts)
+    origins = browsers.split(settings.cors_origins)
+    app.add_middleware(browsers.BrowserGuard, hosts=hosts, origins=origins)
+    if origins:  # CORS only when the operator names the web pages that may call
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=origins,
+            allow_methods=["GET", "POST", "PATCH", "PUT", "DELETE"],
+            allow_headers=["X-Auth-Token", "Authorization", "Content-Type", microversion.HEADER],
+            expose_headers=["X-OpenStack-Request-Id", "OpenStack-API-Version"],
+        )
+    app.add_middleware(PerRequest)  # outermost but one: every refusal gets the request id
 
     @app.get("/", tags=["meta"])
     def root(request: Request) -> dict[str, Any]:
@@ -209,6 +224,8 @@ def create_app(runtime: Any, sealer: sealing.Sealer | None = None) -> FastAPI:
             "versions": [misc.version_entry(request)],
         }
 
+    app.include_router(misc.public, prefix="/v1")
+    app.include_router(agent.router, prefix="/v1")  # nodes: their own token each
     for r in (
         misc.router,
         clustertemplates.router,
@@ -218,8 +235,9 @@ def create_app(runtime: Any, sealer: sealing.Sealer | None = None) -> FastAPI:
         certificates.router,
         providers.router,
         operations.router,
+        tokens.router,
+        sim.router,
     ):
-        app.include_router(r, prefix="/v1")
-    app.include_router(sim.router, prefix="/v1")
+        app.include_router(r, prefix="/v1", dependencies=[Depends(deps.authenticated)])
     app.add_middleware(NormalizePath)
     return app

@@ -2,24 +2,28 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import threading
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from fastapi import Request, Response
+from fastapi import Depends, Request, Response
 
 from shoal import keys
 from shoal.api.errors import HTTPError
 from shoal.db.engine import Database
 from shoal.db.repo.paging import Page
-from shoal.domain import sealing, validation
+from shoal.domain import policy, sealing, validation
 from shoal.domain.errors import Invalid, SecretUnavailable
 from shoal.domain.model import ProviderNames
 from shoal.services.context import Caller
 from shoal.settings import SettingsError
 
 PAGE_PARAMS = ("limit", "marker", "sort_key", "sort_dir")
+log = logging.getLogger("shoal.api")
 
 
 def runtime(request: Request) -> Any:
@@ -56,23 +60,70 @@ def sealer(request: Request) -> sealing.Sealer:
 
 
 def caller(request: Request) -> Caller:
-    """Project and user from X-Project-Id / X-User-Id (authentication comes later);
-    400 for a value longer than the project_id / user_id columns hold."""
-    settings = runtime(request).settings
-    project = _id_header(request, "X-Project-Id") or settings.default_project
-    user = _id_header(request, "X-User-Id") or "admin"
+    """Who makes the request, as the deployment's authentication mode says (401 when
+    it says nobody), with the request's microversion, the operator's node limits, and
+    `all_tenants` (lists over every project: admins only, policy says). Once per request."""
+    known: Caller | None = getattr(request.state, "caller", None)
+    if known is not None:
+        return known
+    rt = runtime(request)
+    principal = rt.auth.authenticate(request.headers)
+    settings = rt.settings
     limits = validation.Limits(
         nodes_per_group=settings.max_nodes_per_group,
         nodes_per_cluster=settings.max_nodes_per_cluster,
     )
-    return Caller(project_id=project, user_id=user, version=request.state.version, limits=limits)
+    everyone = request.query_params.get("all_tenants", "").lower() in ("1", "true")
+    found = Caller(
+        project_id=principal.project_id,
+        user_id=principal.user_id,
+        roles=principal.roles,
+        all_projects=everyone,
+        keystone_roles=principal.keystone_roles,
+        version=request.state.version,
+        limits=limits,
+    )
+    request.state.caller = found
+    return found
 
 
-def _id_header(request: Request, header: str) -> str | None:
-    value = request.headers.get(header)
-    if value is not None and len(value) > validation.NAME_MAX:
-        raise HTTPError(400, f"{header} must be at most {validation.NAME_MAX} characters")
-    return value
+@contextlib.contextmanager
+def delegation(request: Request, who: Caller) -> Iterator[tuple[str, str] | None]:
+    """For a cluster create: with Keystone authentication, a trust from the caller to
+    shoal's service user (the cluster's servers are made in the caller's project), as
+    (kind, sealed JSON) for the service to store with the cluster; removed again when
+    the request fails. None in the other modes (or with trusts off), and for a caller
+    the policy refuses (the service says why)."""
+    auth = runtime(request).auth
+    made = None
+    if hasattr(auth, "delegate") and policy.allowed(who, "cluster:create"):
+        made = auth.delegate(request.headers, who)
+    if made is None:
+        yield None
+        return
+    try:
+        yield str(made["kind"]), sealer(request).seal(json.dumps(made))
+    except BaseException:
+        try:
+            auth.undelegate(made)
+        except Exception:  # the trust outlives a failed request; say so, keep the cause
+            log.warning("could not remove trust %s of a refused create", made.get("trust_id"))
+        raise
+
+
+def authenticated(request: Request) -> None:
+    """Router-level dependency: every route behind it needs a principal (401 otherwise)."""
+    caller(request)
+
+
+def require(rule: str) -> Any:
+    """Router-level dependency: the principal must be allowed `rule` (routes with no
+    service behind them, such as the sim's admin API)."""
+
+    def check(request: Request) -> None:
+        policy.enforce(caller(request), rule)
+
+    return Depends(check)
 
 
 def need(request: Request, major: int, minor: int, what: str) -> None:

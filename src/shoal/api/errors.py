@@ -19,6 +19,7 @@ log = logging.getLogger("shoal.api")
 
 STATUS = (
     (e.SecretUnavailable, 503),  # the operator's key is missing or wrong; says which
+    (e.Unavailable, 503),  # Keystone cannot be reached
     (e.NotFound, 404),
     (e.NotAuthenticated, 401),
     (e.Forbidden, 403),
@@ -87,7 +88,12 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(e.ShoalError)
     async def _domain(request: Request, exc: e.ShoalError) -> JSONResponse:
-        return respond(request, status_of(exc), exc.message)
+        response = respond(request, status_of(exc), exc.message)
+        if isinstance(exc, e.NotAuthenticated):  # where to get a token (Keystone's uri)
+            challenge = getattr(request.app.state.runtime.auth, "challenge", None)
+            if challenge:
+                response.headers["WWW-Authenticate"] = challenge
+        return response
 
     @app.exception_handler(HTTPError)
     async def _http_error(request: Request, exc: HTTPError) -> JSONResponse:

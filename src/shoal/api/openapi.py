@@ -7,10 +7,12 @@ takes input; shoal answers bad input with 400 in Magnum's error shape
 - every operation declares the errors it can answer, in Magnum's shape: 400,
   404, 406, 409 and 413 everywhere (bad headers, unknown ids and names,
   microversions, conflicts, bodies past the limit), 415 where it takes a body,
-  403 where a quota applies, 503 where a sealed secret is needed, 401 on the
-  node agents' routes;
-- every operation declares the request headers shoal reads (microversion,
-  project, user);
+  401 and 403 where a token is needed (no token or a bad one; a role the policy
+  does not allow, a quota, another site's web page), 503 where a sealed secret or
+  Keystone is needed, 401 on the node agents' routes;
+- every operation declares the request headers shoal reads (microversion; the
+  project and user that only a server without authentication reads), and the
+  ones behind authentication the token (security scheme `token`: X-Auth-Token);
 - request bodies are the typed schemas of `schemas.py`, built with this
   server's node limits.
 """
@@ -65,7 +67,21 @@ ALWAYS = {
     "413": "The request body is larger than the server accepts (SHOAL_MAX_BODY_BYTES)",
 }
 WITH_BODY = {"415": "The body is not JSON: send Content-Type application/json"}
-QUOTA = {"403": "The project's cluster quota is reached"}
+AUTHENTICATED = {
+    "401": "No token, or one the server does not accept (expired, revoked, unknown)",
+    "403": "The token's role may not do this (docs/api.md: who may do what), the "
+    "project's cluster quota is reached, or a web page of another origin asked",
+    "503": "Keystone cannot be reached to check the token (SHOAL_AUTH=keystone)",
+}
+# Answered to anyone: what a client reads before it has a token.
+PUBLIC = frozenset({("get", "/"), ("get", "/v1")})
+SECURITY_SCHEME = {
+    "type": "apiKey",
+    "in": "header",
+    "name": "X-Auth-Token",
+    "description": "A token of shoal's own (SHOAL_AUTH=local: `shoal token create`) or of "
+    "Keystone (SHOAL_AUTH=keystone); `Authorization: Bearer` works too",
+}
 SEALED = {
     "503": "The server cannot open the cluster's CA key: it was started without the "
     "secret key the key was sealed with (the operator must fix the configuration)"
@@ -75,7 +91,6 @@ AGENT = {"401": "The node agent's token (X-Shoal-Node-Token) is missing or is no
 EXTRA: dict[tuple[str, str], dict[str, str]] = {
     ("post", "/v1/agent/heartbeat"): AGENT,
     ("post", "/v1/agent/tasks/{uuid}"): AGENT,
-    ("post", "/v1/clusters"): QUOTA,
     ("post", "/v1/certificates"): SEALED,
     ("get", "/v1/certificates/{cluster_ident}"): SEALED,
     ("patch", "/v1/certificates/{cluster_ident}"): SEALED,
@@ -97,14 +112,15 @@ HEADERS: list[dict[str, Any]] = [
         "name": "X-Project-Id",
         "in": "header",
         "required": False,
-        "description": "The caller's project (default: the server's default project)",
+        "description": "SHOAL_AUTH=none only (development): the caller's project (default: "
+        "the server's default project); otherwise the token's project is the caller's",
         "schema": {"type": "string", "minLength": 1, "maxLength": validation.NAME_MAX},
     },
     {
         "name": "X-User-Id",
         "in": "header",
         "required": False,
-        "description": "The user recorded on what the request creates",
+        "description": "SHOAL_AUTH=none only: the user recorded on what the request creates",
         "schema": {"type": "string", "minLength": 1, "maxLength": validation.NAME_MAX},
     },
 ]
@@ -145,6 +161,9 @@ def rewrite(doc: dict[str, Any], limits: validation.Limits | None = None) -> dic
             declared = {**ALWAYS, **EXTRA.get((method, path), {})}
             if "requestBody" in op:
                 declared.update(WITH_BODY)
+            if (method, path) not in PUBLIC and not path.startswith("/v1/agent/"):
+                declared = {**AUTHENTICATED, **declared}
+                op["security"] = [{"token": []}]
             for status, description in declared.items():
                 responses.setdefault(status, _error(description))
             success = OCTET_SUCCESS.get((method, path))
@@ -154,7 +173,8 @@ def rewrite(doc: dict[str, Any], limits: validation.Limits | None = None) -> dic
             params = op.setdefault("parameters", [])
             names = {p.get("name", "").lower() for p in params}
             params.extend(copy.deepcopy(h) for h in HEADERS if h["name"].lower() not in names)
-    components = doc.setdefault("components", {}).setdefault("schemas", {})
+    doc.setdefault("components", {}).setdefault("securitySchemes", {})["token"] = SECURITY_SCHEME
+    components = doc["components"].setdefault("schemas", {})
     for name in _FASTAPI_ONLY:
         components.pop(name, None)
     components[ERROR_SCHEMA] = _SCHEMA

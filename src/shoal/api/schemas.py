@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shoal.domain import jsonpatch, model, operations, specs, virt
+from shoal.domain import jsonpatch, model, operations, policy, specs, virt
 from shoal.domain import validation as v
 
 Schema = dict[str, Any]
@@ -162,11 +162,20 @@ def _pick(attrs: dict[str, Schema], keys: Any) -> dict[str, Schema]:
     return {k: attrs[k] for k in sorted(keys)}
 
 
+def _entry(group: dict[str, Schema], ident: Schema, refs: tuple[str, ...]) -> Schema:
+    """A node group entry: `name` + attributes, or one of `refs` naming a source
+    (then `name` is optional) + attributes over it; never two refs."""
+    out = _object({**group, "name": NAME, **{r: ident for r in refs}})
+    out["anyOf"] = [{"required": [k]} for k in ("name", *refs)]
+    if len(refs) > 1:
+        out["not"] = {"required": list(refs)}
+    return out
+
+
 def components(limits: v.Limits) -> dict[str, Schema]:
     """Every request body schema, by name, with `limits` as the node count bounds."""
     attrs = attributes(limits)
     group = _pick(attrs, specs.NODEGROUP_KEYS)
-    entry = {**group, "name": NAME}
     ident = _str()
     return {
         "ClusterTemplateCreate": _object(
@@ -174,17 +183,24 @@ def components(limits: v.Limits) -> dict[str, Schema]:
                 **_pick(attrs, specs.TEMPLATE_ATTRS),
                 "name": NAME,
                 "from_cluster": ident,
+                "from_clustertemplate": ident,
                 "node_group_templates": {
                     "type": "array",
                     "maxItems": v.NODE_GROUPS_MAX,
-                    "items": _object(entry, ("name",)),
+                    "items": _entry(group, ident, ("nodegroup_template_id",)),
                 },
                 "project_id": ident,
                 "user_id": ident,
             }
         ),
         "NodeGroupTemplateCreate": _object(
-            {**group, "name": NAME, "from_nodegroup": ident, "project_id": ident}
+            {
+                **group,
+                "name": NAME,
+                "from_nodegroup": ident,
+                "from_nodegrouptemplate": ident,
+                "project_id": ident,
+            }
         ),
         "ClusterCreate": _object(
             {
@@ -196,7 +212,7 @@ def components(limits: v.Limits) -> dict[str, Schema]:
                     "type": "array",
                     "minItems": 1,
                     "maxItems": v.NODE_GROUPS_MAX,
-                    "items": _object(entry, ("name",)),
+                    "items": _entry(group, ident, ("nodegroup_template_id", "from_nodegroup")),
                 },
                 "project_id": ident,
                 "user_id": ident,
@@ -270,6 +286,16 @@ def components(limits: v.Limits) -> dict[str, Schema]:
             ("project_id",),
         ),
         "QuotaUpdate": _object({"hard_limit": _int()}),
+        "TokenCreate": _object(
+            {
+                "project_id": ident,
+                "role": _enum(*policy.ROLES),
+                "user_id": ident,
+                "expires": _str(64),
+                "description": _str(),
+            },
+            ("project_id",),
+        ),
         "JsonPatch": {
             "type": "array",
             "maxItems": v.PATCH_OPS_MAX,

@@ -89,6 +89,26 @@ def ngt(request: Request, t: m.NodeGroupTemplate) -> dict[str, Any]:
     }
 
 
+def ct_entry(request: Request, x: m.TemplateEntry) -> dict[str, Any]:
+    """An entry of a cluster template: an embedded NGT (`nodegroup_template_id` null),
+    or a reference to a standalone one (its uuid in `nodegroup_template_id`, and only
+    the attributes the entry sets over it)."""
+    if isinstance(x, m.NodeGroupTemplate):
+        return {**ngt(request, x), "nodegroup_template_id": None}
+    return {
+        "uuid": x.uuid,
+        "id": x.id,
+        "name": x.name,
+        "project_id": x.project_id,
+        "cluster_template_id": x.cluster_template_id,
+        "nodegroup_template_id": x.nodegroup_template_id,
+        **x.overrides,
+        "created_at": ts(x.created_at),
+        "updated_at": ts(x.updated_at),
+        "links": links(request, f"nodegrouptemplates/{x.nodegroup_template_id}"),
+    }
+
+
 def cluster_template(request: Request, ct: m.ClusterTemplate) -> dict[str, Any]:
     return {
         **CT_DEFAULTS,
@@ -98,7 +118,7 @@ def cluster_template(request: Request, ct: m.ClusterTemplate) -> dict[str, Any]:
         "project_id": ct.project_id,
         "user_id": ct.user_id,
         "source_id": ct.source_id,
-        "node_group_templates": [ngt(request, n) for n in ct.node_group_templates],
+        "node_group_templates": [ct_entry(request, n) for n in ct.node_group_templates],
         "created_at": ts(ct.created_at),
         "updated_at": ts(ct.updated_at),
         "links": links(request, f"clustertemplates/{ct.uuid}"),

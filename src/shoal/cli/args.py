@@ -12,6 +12,8 @@ from typing import Any
 from shoal.cli.client import fail
 
 # Short keys accepted in node group specs, and the API attribute each stands for.
+# What a node group spec entry may copy: a node group template, or a node group.
+SOURCE_KEYS = ("nodegroup_template_id", "from_nodegroup")
 SPEC_ALIASES = {
     "flavor": "flavor_id",
     "image": "image_id",
@@ -22,7 +24,11 @@ SPEC_ALIASES = {
     "azs": "availability_zones",
     "volume": "docker_volume_size",
     "policy": "deletion_policy",
+    "ngt": "nodegroup_template_id",
+    "from": "from_nodegroup",
 }
+# Keys whose values stay strings (names and uuids that may look like numbers).
+_STR_KEYS = ("name", "role", "flavor_id", "image_id", "deletion_policy", *SOURCE_KEYS)
 _INT_KEYS = {"node_count", "min_node_count", "max_node_count", "docker_volume_size"}
 # Node group attributes that the `nodegroup create` options also set.
 NG_KEYS = ("role", "flavor_id", "image_id", "node_count", "min_node_count", "max_node_count")
@@ -76,7 +82,9 @@ def taints(items: Iterable[str] | None) -> list[dict[str, str]]:
 
 
 def nodegroup_spec(text: str) -> dict[str, Any]:
-    """`name=gpu,role=worker,flavor=g1.large,count=2,az=az-1+az-2,label.k=v` -> NG attributes."""
+    """`name=gpu,role=worker,flavor=g1.large,count=2,az=az-1+az-2,label.k=v` -> NG attributes;
+    `ngt=NGT` or `from=NODEGROUP_UUID` copies a node group template or a node group (then
+    `name` is optional)."""
     spec: dict[str, Any] = {}
     labels: dict[str, str] = {}
     for part in text.split(","):
@@ -94,14 +102,14 @@ def nodegroup_spec(text: str) -> dict[str, Any]:
                 spec[attr] = int(value)
             except ValueError:
                 fail(f"{key} must be an integer in {text!r}", 2)
-        elif attr in ("name", "role", "flavor_id", "image_id", "deletion_policy"):
+        elif attr in _STR_KEYS:
             spec[attr] = value
         else:
             spec[attr] = scalar(value)
     if labels:
         spec["node_labels"] = labels
-    if "name" not in spec:
-        fail(f"a node group spec needs name=..., got {text!r}", 2)
+    if "name" not in spec and not any(k in spec for k in SOURCE_KEYS):
+        fail(f"a node group spec needs name=... (or ngt=... / from=...), got {text!r}", 2)
     return spec
 
 

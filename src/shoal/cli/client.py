@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, NoReturn
 
 import httpx
 import typer
 
-from shoal import logs
+from shoal import admin_token, logs
+from shoal.settings import default_data_dir
 
 DEFAULT_URL = "http://127.0.0.1:9511"
 API_VERSION = "container-infra latest"
@@ -39,12 +41,31 @@ class Connection:
     def from_env(
         cls, url: str | None = None, token: str | None = None, project: str | None = None
     ) -> Connection:
-        """Options win over SHOAL_URL, SHOAL_TOKEN and SHOAL_PROJECT."""
+        """Options win over SHOAL_URL, SHOAL_TOKEN and SHOAL_PROJECT; with no token given,
+        the file SHOAL_TOKEN_FILE names, else the admin-token file that `shoal serve`
+        writes in the data directory (SHOAL_DATA_DIR) on a fresh deployment."""
         return cls(
             url=(url or os.environ.get("SHOAL_URL") or DEFAULT_URL).rstrip("/"),
-            token=token or os.environ.get("SHOAL_TOKEN") or None,
+            token=token or os.environ.get("SHOAL_TOKEN") or token_from_file(),
             project=project or os.environ.get("SHOAL_PROJECT") or None,
         )
+
+
+def token_from_file() -> str | None:
+    """The token in SHOAL_TOKEN_FILE, else in the data directory's admin-token file
+    (None when neither can be read)."""
+    named = os.environ.get("SHOAL_TOKEN_FILE")
+    if named:
+        path = Path(named)
+    else:
+        data = os.environ.get("SHOAL_DATA_DIR")
+        path = (Path(data) if data else default_data_dir()) / admin_token.TOKEN_FILE
+    try:
+        return path.read_text().strip() or None
+    except OSError:
+        if named:
+            fail(f"SHOAL_TOKEN_FILE={named} cannot be read; point it at a file holding a token")
+        return None
 
 
 def error_line(resp: httpx.Response) -> str:

@@ -232,7 +232,7 @@ def demo(
         fail(f"could not start the embedded shoal: {exc.__class__.__name__}: {exc}")
     out.print(f"shoal demo: embedded shoal (SQLite + simulated cloud) at {server.url}")
     out.print(f"data directory: {directory}")
-    client = Client(Connection(url=server.url))
+    client = Client(Connection(url=server.url, token=server.token))
     try:
         d = Demo(client, wait_timeout)
         d.create_template()
@@ -249,10 +249,10 @@ def demo(
         _cleanup(directory, made_dir and not keep)
     if keep or not made_dir:
         out.print(
-            f"\nThe data is kept in {directory}. Keep using it:\n"
-            f"  SHOAL_DATA_DIR={directory} SHOAL_SIM_TIME_SCALE={time_scale:g} "
-            f"shoal serve --port {server.settings.port} &\n"
-            f"  export SHOAL_URL={server.url}\n"
+            f"\nThe data is kept in {directory}. Keep using it (the CLI finds the admin "
+            f"token in the data directory):\n"
+            f"  export SHOAL_DATA_DIR={directory} SHOAL_URL={server.url}\n"
+            f"  SHOAL_SIM_TIME_SCALE={time_scale:g} shoal serve --port {server.settings.port} &\n"
             f"  shoal cluster show {CLUSTER}; shoal node list {CLUSTER}",
             highlight=False,
         )

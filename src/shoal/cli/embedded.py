@@ -8,7 +8,7 @@ import time
 
 import uvicorn
 
-from shoal import datadir, keys
+from shoal import admin_token, datadir, keys
 from shoal.api import serving
 from shoal.runtime import Runtime, build_runtime
 from shoal.settings import Settings
@@ -33,6 +33,7 @@ class EmbeddedServer:
         sealer = keys.load(settings)
         self.runtime: Runtime = build_runtime(settings)
         certificates.seal_stored_keys(self.runtime.db, sealer)
+        self.token = admin_token.for_embedded(settings, self.runtime.db)
         self.url = f"http://{settings.host}:{settings.port}"
         self._server = uvicorn.Server(serving.config(create_app(self.runtime, sealer), settings))
         self._thread = threading.Thread(target=self._server.run, name="shoal-embedded", daemon=True)

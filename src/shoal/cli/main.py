@@ -19,6 +19,7 @@ from shoal.cli import (
     providers,
     server_cmds,
     templates,
+    tokens,
 )
 from shoal.cli.client import Connection
 
@@ -39,11 +40,21 @@ def _global(
         typer.Option("--url", envvar="SHOAL_URL", help="shoal API (default http://127.0.0.1:9511)"),
     ] = None,
     token: Annotated[
-        str | None, typer.Option("--token", envvar="SHOAL_TOKEN", help="sent as X-Auth-Token")
+        str | None,
+        typer.Option(
+            "--token",
+            envvar="SHOAL_TOKEN",
+            help="sent as X-Auth-Token (default: SHOAL_TOKEN_FILE, else the data directory's "
+            "admin-token file)",
+        ),
     ] = None,
     project: Annotated[
         str | None,
-        typer.Option("--project", envvar="SHOAL_PROJECT", help="sent as X-Project-Id"),
+        typer.Option(
+            "--project",
+            envvar="SHOAL_PROJECT",
+            help="sent as X-Project-Id (only a server with SHOAL_AUTH=none reads it)",
+        ),
     ] = None,
 ) -> None:
     """Global options for every command that talks to the API."""
@@ -59,6 +70,7 @@ app.add_typer(nodegroups.app, name="nodegroup")
 app.add_typer(nodes.app, name="node")
 app.add_typer(providers.app, name="provider")
 app.add_typer(operations.app, name="operation")
+app.add_typer(tokens.app, name="token")
 events.register(app)
 db_cmds.register(app)
 exchange_cmds.register(app)

@@ -95,6 +95,12 @@ def create(
         str | None,
         typer.Option("--from-nodegroup", help="copy a node group: UUID or CLUSTER/NODEGROUP"),
     ] = None,
+    from_template: Annotated[
+        str | None,
+        typer.Option(
+            "--from", "--from-template", help="copy a standalone node group template (name or uuid)"
+        ),
+    ] = None,
     role: RoleOpt = None,
     flavor: FlavorOpt = None,
     image: ImageOpt = None,
@@ -110,12 +116,15 @@ def create(
     fmt: FormatOpt = Format.table,
     column: ColumnsOpt = None,
 ) -> None:
-    """Create a node group template from attributes, or from a node group plus overrides.
+    """Create a node group template from attributes, a node group or another node group
+    template, plus overrides.
 
     Example: shoal nodegroup-template create gpu --role worker --flavor g1.large --count 2 \\
     --az az-1 --az az-2
 
     From a node group: shoal nodegroup-template create gpu4 --from-nodegroup demo/gpu --count 4
+
+    From another: shoal nodegroup-template create gpu8 --from gpu4 --count 8
     """
     client = connect(ctx)
     body = spec_options(
@@ -125,6 +134,8 @@ def create(
     body["name"] = name
     if from_nodegroup:
         body["from_nodegroup"] = nodegroup_uuid(client, from_nodegroup)
+    if from_template:
+        body["from_nodegrouptemplate"] = from_template
     show_one(client.post("/nodegrouptemplates", body), fmt, column)
 
 

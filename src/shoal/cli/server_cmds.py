@@ -5,12 +5,13 @@ from __future__ import annotations
 import gc
 import logging
 import signal
+import sys
 import threading
 from pathlib import Path
 
 import typer
 
-from shoal import datadir, keys, logs
+from shoal import admin_token, datadir, keys, logs
 from shoal.domain.errors import ShoalError
 from shoal.domain.sealing import Sealer
 from shoal.runtime import Runtime, build_runtime
@@ -80,6 +81,7 @@ def serve(
         sock.close()
         raise
     port_bound = sock.getsockname()[1]
+    _announce_auth(settings, runtime, port_bound)
     log.info(
         "shoal serving on http://%s:%d (data: %s; conductor: %s); Ctrl-C to stop",
         settings.host,
@@ -127,6 +129,41 @@ def _runtime(settings: Settings, *, with_conductor: bool | None = None) -> Runti
     except SettingsError as exc:
         typer.echo(f"error: {logs.redact(str(exc))}", err=True)
         raise typer.Exit(EXIT_USAGE) from exc
+
+
+def _announce_auth(settings: Settings, runtime: Runtime, port: int) -> None:
+    """Say how requests are authenticated; with Keystone, register shoal in its catalog
+    (`container-infra`); on a fresh deployment in mode local, make the first admin
+    token and print it this once (on the terminal, not in the log)."""
+    if settings.auth == "none":
+        log.warning(
+            "authentication is OFF (SHOAL_AUTH=none): anyone who reaches this port is an "
+            "admin of any project it names; use it for development only"
+        )
+        return
+    if settings.auth == "keystone":
+        log.info(
+            "authenticating requests with Keystone (SHOAL_KEYSTONE_CLOUD=%s)",
+            settings.keystone.cloud,
+        )
+        if settings.keystone.register:
+            base = settings.public_url or f"http://{settings.host}:{port}"
+            try:
+                log.info("%s", runtime.auth.register(base.rstrip("/") + "/v1"))
+            except ShoalError as exc:  # serve anyway: tokens work, the catalog does not
+                log.error("%s", exc.message)
+        return
+    token = admin_token.ensure(settings, runtime.db)
+    if token is None:
+        return
+    where = admin_token.path(settings)
+    log.info("made the first admin token (project %s) in %s", settings.default_project, where)
+    if sys.stderr.isatty():  # a person is watching: show it once; never into a log file
+        typer.echo(
+            f"The first admin token (project {settings.default_project}), shown this once and "
+            f"saved in {where} (mode 0600; the shoal CLI reads it from there):\n  {token}",
+            err=True,
+        )
 
 
 def _where(settings: Settings) -> str:

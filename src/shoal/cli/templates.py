@@ -20,7 +20,8 @@ NgtOpt = Annotated[
         "--nodegroup-template",
         "-n",
         help="embedded node group template: name=gpu,role=worker,flavor=g1.large,count=2,"
-        "az=az-1+az-2[,image=..,min=..,max=..,volume=..,policy=..,label.K=V] (repeatable)",
+        "az=az-1+az-2[,image=..,min=..,max=..,volume=..,policy=..,label.K=V], or a "
+        "reference to a standalone one: ngt=NGT[,name=..,count=..] (repeatable)",
     ),
 ]
 LabelOpt = Annotated[
@@ -39,6 +40,10 @@ def create(
     from_cluster: Annotated[
         str | None, typer.Option("--from-cluster", help="copy this cluster (name or uuid)")
     ] = None,
+    from_template: Annotated[
+        str | None,
+        typer.Option("--from-template", help="copy this cluster template (name or uuid)"),
+    ] = None,
     coe: Annotated[str | None, typer.Option(help="container engine (default kubernetes)")] = None,
     image: Annotated[str | None, typer.Option("--image", help="image of the nodes")] = None,
     flavor: Annotated[str | None, typer.Option("--flavor", help="worker flavor")] = None,
@@ -53,16 +58,21 @@ def create(
     fmt: FormatOpt = Format.table,
     column: ColumnsOpt = None,
 ) -> None:
-    """Create a cluster template: from attributes, or from a cluster, plus overrides.
+    """Create a cluster template: from attributes, a cluster or another template, plus
+    overrides. `-n ngt=NGT` references a standalone node group template (copied when a
+    cluster is made).
 
     Example: shoal template create k8s --image fedora-coreos-40 --flavor m1.medium \\
     -n name=masters,role=master,flavor=m1.medium,count=3,az=az-1+az-2+az-3 \\
-    -n name=gpu,flavor=g1.large,count=2
+    -n name=gpu,flavor=g1.large,count=2 -n ngt=ssd,count=1
+
+    From another template: shoal template create k8s-big --from-template k8s --flavor m1.large
     """
     body: dict[str, Any] = {
         "name": name,
         "from_cluster": from_cluster,
-        "coe": coe or (None if from_cluster else "kubernetes"),
+        "from_clustertemplate": from_template,
+        "coe": coe or (None if from_cluster or from_template else "kubernetes"),
         "image_id": image,
         "flavor_id": flavor,
         "master_flavor_id": master_flavor,

@@ -9,8 +9,10 @@ group is gone, after which the API answers 404).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import cast
 
 from shoal.conductor import journal
 from shoal.conductor.context import Context
@@ -18,6 +20,7 @@ from shoal.db import outcomes, snapshots
 from shoal.domain import conditions as cond
 from shoal.domain import status as st
 from shoal.domain.model import Condition
+from shoal.drivers.contract import Feature, ReleasingDriver
 
 API_PORT = 6443
 
@@ -159,9 +162,21 @@ def health(p: Pass, outcome: st.Outcome) -> None:
         p.w.health = (status, reason)
 
 
+def release(ctx: Context, project_id: str, cluster_uuid: str) -> None:
+    """Drivers that made things for the cluster besides machines (feature RELEASE)
+    remove them, now that no machine is left and before its credential goes."""
+    for prov in ctx.providers.values():
+        if prov.has(Feature.RELEASE):
+            driver = cast(ReleasingDriver, prov.driver)
+            ctx.call(prov, functools.partial(driver.release_cluster, project_id, cluster_uuid))
+
+
 def _delete_path(ctx: Context, p: Pass) -> None:
     c = p.snap.cluster
     if not p.snap.groups:
+        release(ctx, c.project_id, c.uuid)
+        if ctx.delegations is not None:  # its trust goes next; the row then with the cluster
+            ctx.delegations.forget(c.uuid)
         p.w.delete_cluster = True
         return
     p.w.mark_groups_deleting = [g.uuid for g in p.snap.groups if not g.deleting]

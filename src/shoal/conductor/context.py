@@ -13,14 +13,16 @@ import contextlib
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TypeVar
 
 from shoal.conductor.backoff import Backoff
+from shoal.conductor.delegations import StoredDelegations
 from shoal.conductor.ratelimit import RateLimiter
 from shoal.conductor.throttle import Throttle
 from shoal.db.engine import Database
+from shoal.db.snapshots import GroupPlace
 from shoal.drivers.contract import Capabilities, Driver, Feature, TransientError
 from shoal.drivers.registry import Providers
 from shoal.settings import ConductorSettings
@@ -89,9 +91,12 @@ class Context:
     api_url: str = "http://127.0.0.1:9511"  # shoal's API, as nodes are told to reach it
     # Node uuid -> its agent's token (domain.sealing.Sealer.node_token); None: no agent.
     node_token: Callable[[str], str] | None = None
-    # The provider of each node group seen (fixed at its creation, so never stale):
-    # a pass needs it before it lists, and a read per pass costs more than the pass.
-    group_providers: dict[str, str] = field(default_factory=dict)
+    # Clusters' delegated credentials (Keystone trusts): removed when a cluster goes.
+    delegations: StoredDelegations | None = None
+    # Where each node group seen lives (provider, cluster, project: fixed at its
+    # creation, so never stale): a pass needs it before it lists, and a read per pass
+    # costs more than the pass.
+    group_places: dict[str, GroupPlace] = field(default_factory=dict)
 
     @classmethod
     def build(
@@ -104,6 +109,7 @@ class Context:
         holder: str,
         api_url: str,
         node_token: Callable[[str], str] | None = None,
+        delegations: StoredDelegations | None = None,
     ) -> Context:
         """A context over `providers`, each with the limits its settings ask for."""
         calls: dict[str, Provider] = {}
@@ -130,20 +136,22 @@ class Context:
             holder=holder,
             api_url=api_url,
             node_token=node_token,
+            delegations=delegations,
         )
 
-    def providers_of(
-        self, uuids: list[str], read: Callable[[list[str]], dict[str, str | None]]
-    ) -> dict[str, str]:
-        """The provider of each group of `uuids` that exists, by name (the default one
-        for a group that names none); `read` looks up those not remembered yet."""
-        known = self.group_providers
+    def places_of(
+        self, uuids: list[str], read: Callable[[list[str]], dict[str, GroupPlace]]
+    ) -> dict[str, GroupPlace]:
+        """Where each group of `uuids` that exists lives, its provider named (the
+        default one for a group that names none); `read` looks up those not
+        remembered yet."""
+        known = self.group_places
         missing = [u for u in uuids if u not in known]
         if missing:
             if len(known) > GROUP_PROVIDERS_MAX:
                 known.clear()  # bounded; refilled on demand
-            for u, name in read(missing).items():
-                known[u] = name or self.default_provider
+            for u, place in read(missing).items():
+                known[u] = replace(place, provider=place.provider or self.default_provider)
         return {u: known[u] for u in uuids if u in known}
 
     def provider(self, name: str | None) -> Provider | None:

@@ -29,6 +29,7 @@ from datetime import datetime, timedelta
 from shoal.conductor import calls, errors
 from shoal.conductor.claims import Claims
 from shoal.conductor.context import Context
+from shoal.conductor.delegations import StoredDelegations
 from shoal.conductor.housekeeping import Housekeeping, heartbeat_period
 from shoal.conductor.kinds import KINDS, Batch, WorkKind
 from shoal.db import leases, notify, queue, registry
@@ -53,6 +54,7 @@ class Conductor:
         now: Callable[[], datetime] = utcnow,
         api_url: str = "http://127.0.0.1:9511",
         node_token: Callable[[str], str] | None = None,
+        delegations: StoredDelegations | None = None,
     ) -> None:
         self.settings = settings
         # One `conductors` row per process (Magnum lists one per service): several
@@ -67,6 +69,7 @@ class Conductor:
             holder=self.holder,
             api_url=api_url,
             node_token=node_token,
+            delegations=delegations,
         )
         self._stop = threading.Event()
         # Idle workers sleep on `_cv`; `wake()` rouses one, which rouses the next

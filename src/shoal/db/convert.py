@@ -115,6 +115,24 @@ def ngt_from_row(row: t.NodeGroupTemplateRow) -> m.NodeGroupTemplate:
     )
 
 
+def ct_entry_from_row(row: t.NodeGroupTemplateRow) -> m.TemplateEntry:
+    """An entry of a cluster template: embedded NGT, or a reference (whose `spec`
+    column holds only the attributes over the referenced NGT)."""
+    if row.reference_uuid is None:
+        return ngt_from_row(row)
+    return m.NodeGroupTemplateRef(
+        id=row.id,
+        uuid=row.uuid,
+        project_id=row.project_id,
+        name=row.name,
+        nodegroup_template_id=row.reference_uuid,
+        overrides=dict(row.spec or {}),
+        cluster_template_id=row.cluster_template_uuid,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
 def ct_from_row(
     row: t.ClusterTemplateRow, ngts: list[t.NodeGroupTemplateRow] | None = None
 ) -> m.ClusterTemplate:
@@ -125,7 +143,7 @@ def ct_from_row(
         user_id=row.user_id,
         name=row.name,
         attrs=dict(row.attrs or {}),
-        node_group_templates=tuple(ngt_from_row(n) for n in ngts or ()),
+        node_group_templates=tuple(ct_entry_from_row(n) for n in ngts or ()),
         source_id=row.source_id,
         created_at=row.created_at,
         updated_at=row.updated_at,

@@ -20,6 +20,7 @@ from shoal.db.engine import Database
 from shoal.db.snapshots import CHUNK, ClusterSnapshot, GroupSnapshot
 from shoal.db.tables import (
     ClusterCARow,
+    ClusterCredentialRow,
     ClusterRow,
     EventRow,
     NodeGroupRow,
@@ -282,6 +283,7 @@ def _apply_cluster(s: Connection, uuid: str, w: ClusterWrite, now: datetime) -> 
         s.execute(delete(NodeRow).where(NodeRow.cluster_uuid == uuid))
         s.execute(delete(EventRow).where(EventRow.cluster_uuid == uuid))
         s.execute(delete(ClusterCARow).where(ClusterCARow.cluster_uuid == uuid))
+        s.execute(delete(ClusterCredentialRow).where(ClusterCredentialRow.cluster_uuid == uuid))
         s.execute(delete(NodeGroupRow).where(NodeGroupRow.cluster_uuid == uuid))
         s.execute(delete(ClusterRow).where(ClusterRow.uuid == uuid, ClusterRow.deleting))
         return

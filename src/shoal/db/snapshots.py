@@ -233,16 +233,27 @@ def siblings(db: Database, cluster_uuid: str) -> list[Sibling]:
         ]
 
 
-_PROVIDERS = select(_NG.c.uuid, _NG.c.provider).where(
+_PLACES = select(_NG.c.uuid, _NG.c.provider, _NG.c.cluster_uuid, _NG.c.project_id).where(
     _NG.c.uuid.in_(bindparam("uuids", expanding=True))
 )
 
 
-def providers_of(db: Database, uuids: Collection[str]) -> dict[str, str | None]:
-    """The provider of each node group (None: the default one), in one indexed read:
-    a pass lists a group's machines before it reads the group's snapshot."""
+@dataclass(frozen=True)
+class GroupPlace:
+    """Where a node group's machines are, fixed when the group is made: its provider
+    (None: the default one), cluster and project (whose identity lists them)."""
+
+    provider: str | None
+    cluster_uuid: str
+    project_id: str
+
+
+def places_of(db: Database, uuids: Collection[str]) -> dict[str, GroupPlace]:
+    """Where each node group's machines are, in one indexed read: a pass lists a
+    group's machines before it reads the group's snapshot."""
     with db.core_read() as s:
-        return {u: p for u, p in s.execute(_PROVIDERS, {"uuids": list(uuids)})}
+        rows = s.execute(_PLACES, {"uuids": list(uuids)})
+        return {u: GroupPlace(p, c, pr) for u, p, c, pr in rows}
 
 
 def taken_names(db: Database, cluster_uuid: str, names: Collection[str]) -> set[str]:

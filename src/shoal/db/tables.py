@@ -72,6 +72,12 @@ class NodeGroupTemplateRow(Timestamps, Base):
     position: Mapped[int] = mapped_column(Integer, default=0)
     spec: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
     source_id: Mapped[str | None] = mapped_column(UUID)
+    # Set on an entry of a cluster template that references a standalone NGT instead
+    # of embedding one: `spec` then holds only the attributes over it, and the NGT's
+    # own spec is copied when a cluster is made. The NGT cannot be deleted meanwhile.
+    reference_uuid: Mapped[str | None] = mapped_column(
+        UUID, ForeignKey("nodegroup_templates.uuid"), index=True
+    )
 
 
 class ClusterRow(Timestamps, Base):
@@ -297,6 +303,38 @@ class DeploymentStateRow(Base):
     key: Mapped[str] = mapped_column(String(64), primary_key=True)
     value: Mapped[str] = mapped_column(Text)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class ApiTokenRow(Base):
+    """An API token shoal issued (authentication mode `local`). Only the token's SHA-256
+    is kept: the token itself is shown once, when it is made."""
+
+    __tablename__ = "api_tokens"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    uuid: Mapped[str] = mapped_column(UUID, unique=True)
+    digest: Mapped[str] = mapped_column(String(64), unique=True)
+    hint: Mapped[str] = mapped_column(String(16))  # the token's first characters
+    project_id: Mapped[str] = mapped_column(NAME, index=True)
+    user_id: Mapped[str] = mapped_column(NAME)
+    role: Mapped[str] = mapped_column(String(16))
+    description: Mapped[str | None] = mapped_column(Text)
+    created_by: Mapped[str | None] = mapped_column(NAME)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+class ClusterCredentialRow(Base):
+    """The credential a cluster's machines are made with when it is not the provider's
+    own (a Keystone trust from the user who created the cluster), sealed at rest."""
+
+    __tablename__ = "cluster_credentials"
+    cluster_uuid: Mapped[str] = mapped_column(
+        UUID, ForeignKey("clusters.uuid", ondelete="CASCADE"), primary_key=True
+    )
+    kind: Mapped[str] = mapped_column(String(32))
+    sealed: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 def table_of(row_cls: type[Base]) -> Table:

@@ -58,6 +58,11 @@ class QuotaExceeded(Forbidden):
     pass
 
 
+class Unavailable(ShoalError):
+    """A service shoal needs to answer (Keystone) cannot be reached or refused it: not
+    the caller's fault; retrying later may work."""
+
+
 class SecretUnavailable(ShoalError):
     """A secret stored encrypted cannot be decrypted with this process's key: the
     operator must start shoal with the key it was encrypted with. Not the caller's

@@ -84,15 +84,6 @@ def cluster_attrs(base: Mapping[str, Any] | None, request: Mapping[str, Any]) ->
     return out
 
 
-def group_from_entry(entry: Mapping[str, Any]) -> GroupPlan:
-    """A request `node_groups` entry (or embedded NGT body): name + node group attributes."""
-    if not isinstance(entry, Mapping):
-        raise Invalid("node_groups entries must be objects", "node_groups")
-    v.reject_unknown("node_groups", entry, specs.NODEGROUP_KEYS | {"name"})
-    name = v.name("node_groups.name", entry.get("name"))
-    return GroupPlan(name=name, spec=specs.apply_ng_attrs(m.NodeGroupSpec(), entry))
-
-
 def default_groups(attrs: Mapping[str, Any]) -> list[GroupPlan]:
     """Magnum's `default-master` and `default-worker` (counts applied later)."""
     master = m.NodeGroupSpec(role=m.ROLE_MASTER, flavor_id=attrs.get("master_flavor_id"))
@@ -197,19 +188,12 @@ def plan_groups(
     providers: m.ProviderNames = m.ProviderNames(),
     limits: v.Limits | None = None,
 ) -> list[GroupPlan]:
-    """The node groups of a new cluster, checked: request entries, else `source`
-    (template NGTs or a cloned cluster's groups), else the two default groups;
-    each with its provider resolved (`provider_of`)."""
-    if request.get("node_groups") is not None:
-        entries = v.literal(request["node_groups"])
-        if not isinstance(entries, list) or not entries:
-            raise Invalid("node_groups must be a non-empty list of objects", "node_groups")
-        v.bounded_list("node_groups", entries, v.NODE_GROUPS_MAX)
-        plans = [group_from_entry(e) for e in entries]
-    elif source:
-        plans = list(source)
-    else:
-        plans = default_groups(attrs)
+    """The node groups of a new cluster, checked: `source` (the groups its template,
+    clone and request entries make: entries.cluster_groups), else the two default
+    groups; the first master and first other group are the defaults, whose counts
+    the request's master_count / node_count set; each with its provider resolved
+    (`provider_of`)."""
+    plans = list(source) or default_groups(attrs)
     plans = apply_counts(mark_defaults(plans), request)
     plans = [with_provider(fill_from_cluster(p, attrs), attrs, providers) for p in plans]
     check_groups(plans, allow_zero=allow_zero, limits=limits or v.Limits())
@@ -240,11 +224,6 @@ def check_groups(
         if not p.spec.image_id:
             raise Invalid(f"image_id is required (node group {p.name} has none)", "image_id")
     v.master_total(sum(p.spec.node_count for p in plans if p.spec.role == m.ROLE_MASTER))
-
-
-def groups_from_templates(ngts: Sequence[m.NodeGroupTemplate]) -> list[GroupPlan]:
-    """Embedded node group templates as group plans (copied; the NGT uuid is the source)."""
-    return [GroupPlan(n.name, n.spec, source_id=n.uuid) for n in ngts]
 
 
 def groups_from_cluster(groups: Sequence[m.NodeGroup]) -> list[GroupPlan]:

@@ -133,15 +133,37 @@ class NodeGroupTemplate:
     name: str
     spec: NodeGroupSpec
     cluster_template_id: str | None = None  # uuid of the CT that embeds it, if any
-    source_id: str | None = None  # uuid of the node group it was made from, for display
+    source_id: str | None = None  # uuid of the node group or NGT it was made from, for display
     created_at: datetime | None = None
     updated_at: datetime | None = None
 
 
 @dataclass(frozen=True)
+class NodeGroupTemplateRef:
+    """An entry of a cluster template that references a standalone NGT instead of
+    embedding one: a cluster made from the template copies that NGT's spec as it is
+    then, with `overrides` (node group attributes, wire form) on top."""
+
+    id: int
+    uuid: str
+    project_id: str
+    name: str
+    nodegroup_template_id: str  # uuid of the standalone NGT it references
+    overrides: dict[str, Any] = field(default_factory=dict)
+    cluster_template_id: str | None = None  # uuid of the CT it belongs to
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+# One entry of a cluster template's node group templates: embedded, or a reference.
+TemplateEntry = NodeGroupTemplate | NodeGroupTemplateRef
+
+
+@dataclass(frozen=True)
 class ClusterTemplate:
     """Magnum attributes live in `attrs` (coe, image_id, flavor_id, labels, …);
-    `node_group_templates` are the embedded NGTs, in order."""
+    `node_group_templates` are its entries, in order: embedded NGTs and references
+    to standalone ones."""
 
     id: int
     uuid: str
@@ -149,8 +171,8 @@ class ClusterTemplate:
     user_id: str
     name: str
     attrs: dict[str, Any]
-    node_group_templates: tuple[NodeGroupTemplate, ...] = ()
-    source_id: str | None = None  # uuid of the cluster it was made from, for display
+    node_group_templates: tuple[TemplateEntry, ...] = ()
+    source_id: str | None = None  # uuid of the cluster or template it was made from, for display
     created_at: datetime | None = None
     updated_at: datetime | None = None
 

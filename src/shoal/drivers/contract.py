@@ -103,6 +103,7 @@ class Feature(enum.StrEnum):
     REBUILD = "rebuild"  # rebuild_machine works
     PER_GROUP = "per-group"  # realises a whole node group at once (GroupDriver)
     HOSTED = "hosted"  # machines are VMs on the virt hosts of each cluster (HostedDriver)
+    RELEASE = "release"  # makes things per cluster besides machines (ReleasingDriver)
 
 
 class PlacementPolicy(enum.StrEnum):
@@ -233,6 +234,25 @@ class GroupRequest:
     members: tuple[MachineSpec, ...]
 
 
+@dataclass(frozen=True)
+class Delegation:
+    """What a cluster's machines are made with instead of the provider's own identity:
+    a Keystone trust from the user who created the cluster, in that user's project
+    (`kind` "keystone-trust"; `values`: trust_id, project_id, trustor_user_id)."""
+
+    kind: str
+    values: Mapping[str, str]
+
+
+class Delegations(Protocol):
+    """The conductor's store of clusters' delegations, handed to drivers that act in
+    their users' projects (the OpenStack driver with Keystone authentication)."""
+
+    def of(self, cluster_id: str) -> Delegation | None:
+        """The cluster's delegation, or None (the provider's own identity serves it)."""
+        ...
+
+
 @runtime_checkable
 class Driver(Protocol):
     """A cloud (or host) that runs machines for shoal."""
@@ -309,6 +329,19 @@ class GroupDriver(Driver, Protocol):
     def delete_group(self, nodegroup_id: str) -> None:
         """Delete the provider's group and every machine in it. Idempotent: an unknown
         group is done. Raises TransientError only."""
+        ...
+
+
+@runtime_checkable
+class ReleasingDriver(Driver, Protocol):
+    """A driver that makes things for a cluster besides its machines, in the cluster's
+    own project (Nova server groups, with a trust in its creator's project), and
+    removes them when the cluster goes (feature RELEASE): the conductor calls it once
+    every machine of the cluster is gone, before the cluster's credential goes."""
+
+    def release_cluster(self, project_id: str, cluster_id: str) -> None:
+        """Remove what the driver made for the cluster besides machines (what is in
+        use by a machine stays). Idempotent. Raises TransientError only."""
         ...
 
 

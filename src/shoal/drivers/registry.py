@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from shoal.drivers.contract import Driver
-from shoal.settings import ProviderSettings, Settings, SettingsError
+from shoal.drivers.contract import Delegations, Driver
+from shoal.settings import OpenStackSettings, ProviderSettings, Settings, SettingsError
 
 
 @dataclass
@@ -72,12 +72,13 @@ class Providers(Mapping[str, Provider]):
             p.close()
 
 
-def build(settings: Settings) -> Providers:
-    """Open the driver of every provider `settings` names."""
+def build(settings: Settings, delegations: Delegations | None = None) -> Providers:
+    """Open the driver of every provider `settings` names; `delegations`: clusters'
+    trusts, for OpenStack providers with Keystone authentication."""
     opened: list[Provider] = []
     try:
         for ps in settings.providers:
-            opened.append(_open(settings, ps, opened))
+            opened.append(_open(settings, ps, opened, delegations))
     except BaseException:
         for p in opened:
             p.close()
@@ -85,7 +86,12 @@ def build(settings: Settings) -> Providers:
     return Providers(opened, settings.default_provider)
 
 
-def _open(settings: Settings, ps: ProviderSettings, before: list[Provider]) -> Provider:
+def _open(
+    settings: Settings,
+    ps: ProviderSettings,
+    before: list[Provider],
+    delegations: Delegations | None = None,
+) -> Provider:
     if ps.driver == "sim" and ps.options.hosted:
         # VMs on virt hosts: in the world the hosts are servers of (the first sim's).
         host = next((p for p in before if p.world is not None), None)
@@ -116,8 +122,12 @@ def _open(settings: Settings, ps: ProviderSettings, before: list[Provider]) -> P
         from shoal.drivers.openstack import open_provider as open_openstack
 
         pool = ps.concurrency or settings.conductor_settings.driver_concurrency
+        ks = settings.keystone
+        trusts = settings.auth == "keystone" and ks.trusts
+        trustee = OpenStackSettings(cloud=ks.cloud, clouds_yaml=ks.clouds_yaml,
+                                    region_name=ks.region_name) if trusts else None  # fmt: skip
         try:
-            driver, close = open_openstack(ps.options, pool_size=pool)
+            driver, close = open_openstack(ps.options, pool, trustee, delegations)
         except SettingsError as exc:
             raise SettingsError(f"provider {ps.name!r}: {exc}") from exc
         return Provider(ps, driver, close=close)

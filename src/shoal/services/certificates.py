@@ -18,7 +18,7 @@ from shoal.db.engine import Database
 from shoal.db.repo import certificates, clusters
 from shoal.db.tables import ClusterRow
 from shoal.db.types import utcnow
-from shoal.domain import pki, sealing
+from shoal.domain import pki, policy, sealing
 from shoal.domain import validation as v
 from shoal.domain.errors import Invalid, NotFound, SecretUnavailable
 from shoal.services.context import Caller
@@ -60,15 +60,16 @@ def get_ca(
 ) -> CertView:
     """The cluster's CA certificate, made now if the cluster has none yet (showing
     it needs no private key)."""
+    policy.enforce(caller, "certificate:get")
     _check_type(ca_type)
     with db.read() as s:
-        row = clusters.find_row(s, caller.project_id, cluster_ident)
+        row = clusters.find_row(s, caller.scope, cluster_ident)
         cert = certificates.get_cert(s, row.uuid)
     if cert is None:
         with db.write() as s:
             # Locked, so the cluster cannot be deleted under the insert (the conductor
             # removes a cluster's rows with its row locked first).
-            row = clusters.find_row(s, caller.project_id, row.uuid, for_update=True)
+            row = clusters.find_row(s, caller.scope, row.uuid, for_update=True)
             cert = _ensure(s, row, sealer).cert_pem
     return CertView(cluster_uuid=row.uuid, pem=cert)
 
@@ -81,6 +82,7 @@ def sign(db: Database, caller: Caller, sealer: sealing.Sealer, body: dict[str, A
     field, not a 404: the path exists, the body refers to nothing. A cluster being
     deleted gets 409, like any other change to it. The CSR is checked before
     anything is read or written, so a bad CSR stores nothing."""
+    policy.enforce(caller, "certificate:create")
     v.reject_unknown("certificate", body, SIGN_KEYS)
     _check_type(body.get("ca_cert_type"))
     field = "cluster_uuid" if body.get("cluster_uuid") is not None else "bay_uuid"
@@ -93,7 +95,7 @@ def sign(db: Database, caller: Caller, sealer: sealing.Sealer, body: dict[str, A
     pki.parse_csr(csr)
     with db.write() as s:
         try:
-            row = clusters.find_changeable_row(s, caller.project_id, ident)
+            row = clusters.find_changeable_row(s, caller.scope, ident)
         except NotFound as exc:
             raise Invalid(f"{field}: Cluster {ident} could not be found", field) from exc
         ca = _ensure(s, row, sealer)
@@ -111,8 +113,9 @@ def rotate_ca(db: Database, caller: Caller, sealer: sealing.Sealer, cluster_iden
 
     Until the Kubernetes bootstrap lands no node holds the old CA, so the rotation
     is complete when this returns (the API still answers Magnum's 202)."""
+    policy.enforce(caller, "certificate:rotate_ca")
     with db.write() as s:
-        row = clusters.find_changeable_row(s, caller.project_id, cluster_ident)
+        row = clusters.find_changeable_row(s, caller.scope, cluster_ident)
         now = utcnow()
         ca = pki.new_ca(row.uuid, now)
         certificates.replace(s, row.uuid, ca, now, sealer)

@@ -7,17 +7,17 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from shoal.db import events
+from shoal.db import credentials, events
 from shoal.db.engine import Database
 from shoal.db.repo import clusters, nodegroups, quotas, templates
 from shoal.db.repo.paging import Page
 from shoal.db.tables import ClusterRow
 from shoal.db.types import utcnow
-from shoal.domain import jsonpatch, merge, specs
+from shoal.domain import entries, jsonpatch, merge, policy, specs
 from shoal.domain import model as m
 from shoal.domain import validation as v
 from shoal.domain.errors import Invalid, QuotaExceeded
-from shoal.services import resize
+from shoal.services import resize, sources
 from shoal.services.context import Caller
 from shoal.services.views import ClusterView, GroupView
 
@@ -42,9 +42,11 @@ def create(
     body: dict[str, Any],
     quota_default: int,
     providers: m.ProviderNames = m.ProviderNames(),
+    credential: tuple[str, str] | None = None,
 ) -> m.Cluster:
     """All attributes; from a template; from a cluster (clone); either plus overrides.
     Each node group's provider is resolved against `providers` and kept."""
+    policy.enforce(caller, "cluster:create")
     v.reject_unknown("cluster", body, CREATE_KEYS)
     name = (
         v.name("name", body["name"], v.CLUSTER_NAME_MAX)
@@ -57,28 +59,29 @@ def create(
     if body.get("cluster_template_id") is not None and body.get("from_cluster") is not None:
         raise Invalid("give cluster_template_id or from_cluster, not both", "from_cluster")
     request_attrs = {k: x for k, x in request.items() if x is not None}
-    group_request = {**request_attrs, "node_groups": body.get("node_groups")}
+    given = entries.parse_list(body.get("node_groups"), "node_groups")
     with db.write() as s:
         _check_quota(s, caller.project_id, quota_default)
         base: dict[str, Any] | None = None
-        source: list[merge.GroupPlan] = []
+        source: list[merge.GroupPlan] | None = None  # None: no template, no clone
         ct_id = source_id = None
         if body.get("cluster_template_id") is not None:
             ident = v.string("cluster_template_id", body["cluster_template_id"]) or ""
-            ct = templates.get_ct(s, caller.project_id, ident)
+            ct = templates.get_ct(s, caller.scope, ident)
             ct_id = ct.uuid
             base = merge.template_to_cluster_attrs(ct.attrs)
-            source = merge.groups_from_templates(ct.node_group_templates)
+            source = sources.template_groups(s, ct)
         elif body.get("from_cluster") is not None:
             ident = v.string("from_cluster", body["from_cluster"]) or ""
-            src = clusters.find_row(s, caller.project_id, ident)
+            src = clusters.find_row(s, caller.scope, ident)
             ct_id, source_id, base = src.cluster_template_id, src.uuid, dict(src.attrs or {})
             source = merge.groups_from_cluster(nodegroups.of_cluster(s, src.uuid))
         attrs = merge.cluster_attrs(base, request_attrs)
+        resolved = sources.resolve_all(s, caller.scope, given)
         plans = merge.plan_groups(
             attrs,
-            group_request,
-            source,
+            request_attrs,
+            entries.cluster_groups(attrs, source, resolved),
             allow_zero=caller.at_least(1, 10),
             providers=providers,
             limits=caller.limits,
@@ -93,6 +96,8 @@ def create(
             cluster_template_id=ct_id,
             source_id=source_id,
         )
+        if credential is not None:  # its creator's trust: its servers go in their project
+            credentials.insert(s, cluster.uuid, credential[0], credential[1], utcnow())
         how = (
             f"from template {ct_id}"
             if ct_id and not source_id
@@ -120,8 +125,9 @@ def _check_quota(s: Session, project_id: str, default: int) -> None:
 
 def get(db: Database, caller: Caller, ident: str) -> ClusterView:
     """A cluster with counts, addresses and short node group views."""
+    policy.enforce(caller, "cluster:get")
     with db.read() as s:
-        c = clusters.get(s, caller.project_id, ident)
+        c = clusters.get(s, caller.scope, ident)
         groups = nodegroups.of_cluster(s, c.uuid)
         live = nodegroups.live(s, [g.uuid for g in groups])
         workers, masters = clusters.addresses(s, c.uuid)
@@ -135,16 +141,18 @@ def get(db: Database, caller: Caller, ident: str) -> ClusterView:
 
 
 def list_page(db: Database, caller: Caller, page: Page) -> list[ClusterView]:
+    policy.enforce(caller, "cluster:get")
     with db.read() as s:
-        page_rows = clusters.list_page(s, caller.project_id, page)
+        page_rows = clusters.list_page(s, caller.scope, page)
         counts = clusters.counts(s, [c.uuid for c in page_rows])
         return [ClusterView(cluster=c, counts=counts[c.uuid]) for c in page_rows]
 
 
 def update(db: Database, caller: Caller, ident: str, patch: Any) -> m.Cluster:
     """Magnum allows node_count (default worker group), health_status and its reason."""
+    policy.enforce(caller, "cluster:update")
     with db.write() as s:
-        row = clusters.find_changeable_row(s, caller.project_id, ident)
+        row = clusters.find_changeable_row(s, caller.scope, ident)
         current = {
             "health_status_reason": dict(row.health_status_reason or {}),
             "labels": dict((row.attrs or {}).get("labels") or {}),
@@ -173,16 +181,17 @@ def update(db: Database, caller: Caller, ident: str, patch: Any) -> m.Cluster:
             body = {"node_count": changes["master_count"], "nodegroup": master.uuid}
             resize.resize(s, caller, row, body, now, field="master_count")
         row.updated_at = now
-        return clusters.get(s, caller.project_id, row.uuid)
+        return clusters.get(s, caller.scope, row.uuid)
 
 
 def delete(db: Database, caller: Caller, ident: str) -> None:
     """Mark the cluster and its groups deleting; the conductor removes machines, then rows."""
+    policy.enforce(caller, "cluster:delete")
     with db.write() as s:
-        row = clusters.find_row(s, caller.project_id, ident, for_update=True)
+        row = clusters.find_row(s, caller.scope, ident, for_update=True)
         clusters.mark_deleting(s, row, utcnow())
         events.record(s, row.uuid, "DeleteRequested", f"cluster {row.name} delete requested")
 
 
 def find_row(s: Session, caller: Caller, ident: str) -> ClusterRow:
-    return clusters.find_row(s, caller.project_id, ident)
+    return clusters.find_row(s, caller.scope, ident)

@@ -25,6 +25,7 @@ from shoal.db import events
 from shoal.db.engine import Database
 from shoal.db.tables import (
     ClusterCARow,
+    ClusterCredentialRow,
     ClusterRow,
     ClusterTemplateRow,
     EventRow,
@@ -49,6 +50,7 @@ TABLES: tuple[Table, ...] = tuple(
         NodeGroupTemplateRow,
         ClusterRow,
         ClusterCARow,
+        ClusterCredentialRow,
         NodeGroupRow,
         NodeRow,
         OperationRow,
@@ -142,9 +144,11 @@ def _check(doc: Any) -> dict[str, list[dict[str, Any]]]:
 
 
 def _sealed_with(tables: Mapping[str, list[dict[str, Any]]]) -> set[str]:
+    """The keys the export's secrets (CA keys, clusters' trusts) were sealed with."""
     return {
         k
-        for r in tables.get("cluster_cas", [])
+        for name in ("cluster_cas", "cluster_credentials")
+        for r in tables.get(name, [])
         for v in r.values()
         if isinstance(v, str) and (k := sealing.sealed_by(v) or "")
     }

@@ -11,14 +11,14 @@ from sqlalchemy.orm import Session
 from shoal.agent import protocol
 from shoal.db import convert, events
 from shoal.db.engine import Database
-from shoal.db.repo import clusters, nodegroups, nodes, operations, templates
+from shoal.db.repo import clusters, nodegroups, nodes, operations
 from shoal.db.repo.paging import Page
 from shoal.db.types import utcnow
-from shoal.domain import jsonpatch, merge, specs
+from shoal.domain import entries, jsonpatch, merge, policy, specs
 from shoal.domain import model as m
 from shoal.domain import validation as v
-from shoal.domain.errors import Conflict, Invalid, NotFound
-from shoal.services import virt
+from shoal.domain.errors import Conflict, Invalid
+from shoal.services import sources, virt
 from shoal.services.context import Caller
 from shoal.services.views import GroupView
 
@@ -62,33 +62,25 @@ def create(
     body: dict[str, Any],
     providers: m.ProviderNames = m.ProviderNames(),
 ) -> GroupView:
+    policy.enforce(caller, "nodegroup:create")
     v.reject_unknown("nodegroup", body, CREATE_KEYS)
     _gate_114(caller, body)
     if body.get("name") is None:
         raise Invalid("name is required", "name")
     name = v.name("name", body["name"])
-    overrides = {k: x for k, x in body.items() if k in specs.NODEGROUP_KEYS}
-    if overrides.get("role") == m.ROLE_MASTER:
+    entry = entries.parse({k: x for k, x in body.items() if k != "project_id"}, "nodegroup")
+    if entry.attrs.get("role") == m.ROLE_MASTER:
         raise Invalid("Creating master nodegroups is currently not supported.", "role")
     with db.write() as s:
-        cluster = clusters.find_changeable_row(s, caller.project_id, cluster_ident)
-        base, source_id = m.NodeGroupSpec(), None
-        if body.get("nodegroup_template_id") is not None:
-            ident = v.string("nodegroup_template_id", body["nodegroup_template_id"]) or ""
-            ngt = templates.get_ngt(s, caller.project_id, ident)
-            base, source_id = ngt.spec, ngt.uuid
-        elif body.get("from_nodegroup") is not None:
-            ident = str(v.literal(body["from_nodegroup"]))
-            try:
-                src = nodegroups.find_row(s, cluster.uuid, ident)
-            except NotFound:
-                src = nodegroups.find_any_row(s, caller.project_id, ident)
-            base, source_id = nodegroups.spec_of(src), src.uuid
-        if base.role == m.ROLE_MASTER and "role" not in overrides:
-            base = dataclasses.replace(base, role=m.ROLE_WORKER)
-        spec = specs.apply_ng_attrs(base, overrides)
+        cluster = clusters.find_changeable_row(s, caller.scope, cluster_ident)
+        source = sources.resolve(s, caller.scope, entry, cluster_uuid=cluster.uuid)
+        if source is not None and source.spec.role == m.ROLE_MASTER:
+            # A copy of a master group joins as a worker (masters are not added here).
+            source = dataclasses.replace(
+                source, spec=dataclasses.replace(source.spec, role=m.ROLE_WORKER)
+            )
         attrs = cluster.attrs or {}
-        plan = merge.fill_from_cluster(merge.GroupPlan(name, spec, source_id=source_id), attrs)
+        plan = merge.fill_from_cluster(entries.plan(entry, source), attrs)
         plan = merge.with_provider(plan, attrs, providers)
         v.spec_nodes(plan.spec, caller.limits)
         v.counts(plan.spec, allow_zero=caller.at_least(1, 10))
@@ -114,8 +106,9 @@ def create(
 
 
 def get(db: Database, caller: Caller, cluster_ident: str, ident: str) -> GroupView:
+    policy.enforce(caller, "nodegroup:get")
     with db.read() as s:
-        cluster = clusters.find_row(s, caller.project_id, cluster_ident)
+        cluster = clusters.find_row(s, caller.scope, cluster_ident)
         row = nodegroups.find_row(s, cluster.uuid, ident)
         group = convert.nodegroup_from_row(row)
         live = nodegroups.live(s, [row.uuid])[row.uuid]
@@ -125,8 +118,9 @@ def get(db: Database, caller: Caller, cluster_ident: str, ident: str) -> GroupVi
 def list_page(
     db: Database, caller: Caller, cluster_ident: str, page: Page, role: str | None
 ) -> list[GroupView]:
+    policy.enforce(caller, "nodegroup:get")
     with db.read() as s:
-        cluster = clusters.find_row(s, caller.project_id, cluster_ident)
+        cluster = clusters.find_row(s, caller.scope, cluster_ident)
         groups = nodegroups.list_page(s, cluster.uuid, page, role)
         live = nodegroups.live(s, [g.uuid for g in groups])
         return [GroupView(g, live[g.uuid]) for g in groups]
@@ -134,8 +128,9 @@ def list_page(
 
 def update(db: Database, caller: Caller, cluster_ident: str, ident: str, patch: Any) -> GroupView:
     """min/max, node labels and taints (Magnum), plus shoal's policies, AZs, image, flavor."""
+    policy.enforce(caller, "nodegroup:update")
     with db.write() as s:
-        cluster = clusters.find_changeable_row(s, caller.project_id, cluster_ident)
+        cluster = clusters.find_changeable_row(s, caller.scope, cluster_ident)
         row = nodegroups.find_row(s, cluster.uuid, ident, for_update=True)
         spec = nodegroups.spec_of(row)
         current = specs.spec_as_attrs(spec)
@@ -164,12 +159,12 @@ def update(db: Database, caller: Caller, cluster_ident: str, ident: str, patch: 
             nodegroup_uuid=row.uuid,
         )
         if {"node_labels", "node_taints"} & set(changes):
-            _labels_in_place(s, caller, cluster.uuid, group, now)
+            _labels_in_place(s, cluster.project_id, cluster.uuid, group, now)
         return GroupView(group)
 
 
 def _labels_in_place(
-    s: Session, caller: Caller, cluster_uuid: str, group: m.NodeGroup, now: datetime
+    s: Session, project_id: str, cluster_uuid: str, group: m.NodeGroup, now: datetime
 ) -> None:
     """New labels and taints reach the group's existing nodes in place, through their
     agents (a set-labels operation on every node whose agent reports), never through
@@ -189,7 +184,7 @@ def _labels_in_place(
         s,
         cluster_uuid=cluster_uuid,
         group_uuid=group.uuid,
-        project_id=caller.project_id,
+        project_id=project_id,
         kind=protocol.SET_LABELS,
         params=params,
         nodes=members,
@@ -202,8 +197,9 @@ def delete(
     db: Database, caller: Caller, cluster_ident: str, ident: str, *, force: bool = False
 ) -> None:
     """Delete a node group; one of virt hosts carrying VMs only when forced."""
+    policy.enforce(caller, "nodegroup:delete")
     with db.write() as s:
-        cluster = clusters.find_changeable_row(s, caller.project_id, cluster_ident)
+        cluster = clusters.find_changeable_row(s, caller.scope, cluster_ident)
         row = nodegroups.find_row(s, cluster.uuid, ident, for_update=True)
         if row.is_default:
             raise Invalid(

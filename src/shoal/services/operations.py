@@ -14,7 +14,7 @@ from shoal.db.repo import operations as repo
 from shoal.db.types import utcnow
 from shoal.domain import model as m
 from shoal.domain import operations as ops
-from shoal.domain import sealing
+from shoal.domain import policy, sealing
 from shoal.domain import validation as v
 from shoal.domain.errors import Conflict, Invalid, NotAuthenticated
 from shoal.services import resize
@@ -33,6 +33,7 @@ def start(db: Database, caller: Caller, cluster_ident: str, body: dict[str, Any]
     """Start an operation on the named nodes of a group, on a whole group, or on every
     group of the cluster (one operation each, each under its group's lease); the
     operations' uuids."""
+    policy.enforce(caller, "operation:create")
     v.reject_unknown("operation", body, CREATE_KEYS)
     kind, params = ops.check(body.get("kind"), body.get("params"))
     batch = v.integer("batch_size", body.get("batch_size", 1), lo=1, hi=1000)
@@ -40,7 +41,7 @@ def start(db: Database, caller: Caller, cluster_ident: str, body: dict[str, Any]
     if named is not None and body.get("nodegroup") is None:
         raise Invalid("nodes names nodes of one node group: give nodegroup too", "nodes")
     with db.write() as s:
-        cluster = clusters.find_changeable_row(s, caller.project_id, cluster_ident)
+        cluster = clusters.find_changeable_row(s, caller.scope, cluster_ident)
         ident = v.string("nodegroup", body.get("nodegroup"))
         rows = nodegroups.targets(s, cluster.uuid, ident)
         now = utcnow()
@@ -59,7 +60,7 @@ def start(db: Database, caller: Caller, cluster_ident: str, body: dict[str, Any]
                 s,
                 cluster_uuid=cluster.uuid,
                 group_uuid=row.uuid,
-                project_id=caller.project_id,
+                project_id=cluster.project_id,
                 kind=kind,
                 params=params,
                 nodes=[n.uuid for n in members],
@@ -80,16 +81,18 @@ def start(db: Database, caller: Caller, cluster_ident: str, body: dict[str, Any]
 
 
 def list_for(db: Database, caller: Caller, cluster_ident: str) -> list[OperationView]:
+    policy.enforce(caller, "operation:get")
     with db.read() as s:
-        cluster = clusters.find_row(s, caller.project_id, cluster_ident)
+        cluster = clusters.find_row(s, caller.scope, cluster_ident)
         found = repo.of_cluster(s, cluster.uuid)
         tasks = repo.tasks(s, [o.uuid for o in found])
     return [OperationView(o, tuple(t for t in tasks if t.operation_id == o.uuid)) for o in found]
 
 
 def get(db: Database, caller: Caller, cluster_ident: str, uuid: str) -> OperationView:
+    policy.enforce(caller, "operation:get")
     with db.read() as s:
-        cluster = clusters.find_row(s, caller.project_id, cluster_ident)
+        cluster = clusters.find_row(s, caller.scope, cluster_ident)
         op = repo.get(s, cluster.uuid, uuid)
         return OperationView(op, tuple(repo.tasks(s, [op.uuid])))
 

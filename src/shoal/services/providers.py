@@ -12,7 +12,9 @@ from typing import Any
 from shoal.db import providers
 from shoal.db.engine import Database
 from shoal.db.repo import nodegroups
+from shoal.domain import policy
 from shoal.domain.errors import NotFound
+from shoal.services.context import Caller
 
 
 @dataclass(frozen=True)
@@ -39,10 +41,16 @@ class ProviderView:
     checked_by: str | None
     nodegroups: int
     sweeper: str | None = None  # why the sweeper stopped deleting its machines, if it did
+    detailed: bool = True  # an admin's view: reason, checker, sweeper, node groups
 
 
-def list_all(db: Database, configured: Sequence[Configured]) -> list[ProviderView]:
-    """Every configured provider, in the configuration's order."""
+def list_all(db: Database, caller: Caller, configured: Sequence[Configured]) -> list[ProviderView]:
+    """Every configured provider, in the configuration's order. Anyone may see what a
+    node group can choose (names, reachable, zones, flavors, images); why a provider
+    is unreachable, who checked it, its sweeper and its use over every project are the
+    deployment's business (`provider:detail`)."""
+    policy.enforce(caller, "provider:get")
+    detailed = policy.allowed(caller, "provider:detail")
     checks = providers.latest(db)
     with db.read() as s:
         used = nodegroups.count_by_provider(s, {c.name for c in configured if c.default})
@@ -62,13 +70,14 @@ def list_all(db: Database, configured: Sequence[Configured]) -> list[ProviderVie
                 checked_by=seen.checked_by if seen else None,
                 nodegroups=used.get(c.name, 0),
                 sweeper=seen.sweeper if seen else None,
+                detailed=detailed,
             )
         )
     return out
 
 
-def get(db: Database, configured: Sequence[Configured], name: str) -> ProviderView:
-    for view in list_all(db, configured):
+def get(db: Database, caller: Caller, configured: Sequence[Configured], name: str) -> ProviderView:
+    for view in list_all(db, caller, configured):
         if view.name == name:
             return view
     raise NotFound("Provider", name)

@@ -20,6 +20,7 @@ from shoal.db.repo import clusters, nodegroups, nodes, templates
 from shoal.db.tables import ClusterRow, NodeGroupRow
 from shoal.db.types import utcnow
 from shoal.domain import model as m
+from shoal.domain import policy
 from shoal.domain import validation as v
 from shoal.domain.errors import Conflict, Invalid, NotFound, Unsupported
 from shoal.services import virt
@@ -158,14 +159,16 @@ def resize(
 
 def resize_cluster(db: Database, caller: Caller, ident: str, body: dict[str, Any]) -> str:
     """POST /actions/resize; returns the cluster uuid."""
+    policy.enforce(caller, "cluster:resize")
     with db.write() as s:
-        cluster = clusters.find_changeable_row(s, caller.project_id, ident)
+        cluster = clusters.find_changeable_row(s, caller.scope, ident)
         resize(s, caller, cluster, body, utcnow())
         return cluster.uuid
 
 
 def upgrade_cluster(db: Database, caller: Caller, ident: str, body: dict[str, Any]) -> str:
     """Move node groups to the image and COE version of another template (a rollout)."""
+    policy.enforce(caller, "cluster:upgrade")
     if caller.version == (1, 7):
         raise Unsupported("upgrade is not supported at API microversion 1.7", "version")
     v.reject_unknown("upgrade", body, UPGRADE_KEYS)
@@ -174,8 +177,8 @@ def upgrade_cluster(db: Database, caller: Caller, ident: str, body: dict[str, An
     target = v.string("cluster_template", body["cluster_template"]) or ""
     batch = v.integer("max_batch_size", body.get("max_batch_size", 1), lo=1)
     with db.write() as s:
-        cluster = clusters.find_changeable_row(s, caller.project_id, ident)
-        ct = templates.get_ct(s, caller.project_id, target)
+        cluster = clusters.find_changeable_row(s, caller.scope, ident)
+        ct = templates.get_ct(s, caller.scope, target)
         image = ct.attrs.get("image_id")
         version = v.version(
             f"the version of cluster template {ct.name} (coe_version or label kube_tag)",
@@ -195,12 +198,12 @@ def upgrade_cluster(db: Database, caller: Caller, ident: str, body: dict[str, An
             spec = nodegroups.spec_of(row)
             # Magnum's max_batch_size: how many nodes of a group may be down at once
             # (masters go one at a time whatever it says); a new upgrade lifts any hold.
-            policy = dataclasses.replace(spec.rollout, max_unavailable=batch)
+            rollout = dataclasses.replace(spec.rollout, max_unavailable=batch)
             new = dataclasses.replace(
                 spec,
                 image_id=image or spec.image_id,
                 coe_version=version or spec.coe_version,
-                rollout=policy,
+                rollout=rollout,
                 rollout_hold=None,
             )
             nodegroups.write_spec(s, row, new, "UPDATE_IN_PROGRESS", now)

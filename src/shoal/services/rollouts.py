@@ -11,6 +11,7 @@ from shoal.db import events
 from shoal.db.engine import Database
 from shoal.db.repo import clusters, nodegroups
 from shoal.db.types import utcnow
+from shoal.domain import policy
 from shoal.domain import validation as v
 from shoal.services.context import Caller
 
@@ -22,10 +23,11 @@ KEYS = frozenset({"nodegroup"})
 def hold(db: Database, caller: Caller, ident: str, action: str, body: dict[str, Any]) -> str:
     """Put `action`'s hold on the cluster's node groups (or the one named); the
     cluster's uuid."""
+    policy.enforce(caller, "cluster:rollout")
     v.reject_unknown(action, body, KEYS)
     want = HOLDS[action]
     with db.write() as s:
-        cluster = clusters.find_changeable_row(s, caller.project_id, ident)
+        cluster = clusters.find_changeable_row(s, caller.scope, ident)
         rows = nodegroups.targets(s, cluster.uuid, v.string("nodegroup", body.get("nodegroup")))
         now = utcnow()
         for row in rows:

@@ -1,4 +1,5 @@
-"""Cluster template use cases: create (from attributes or from a cluster), update, delete."""
+"""Cluster template use cases: create (from attributes, a cluster or another template),
+update, delete."""
 
 from __future__ import annotations
 
@@ -9,74 +10,79 @@ from typing import Any
 from shoal.db.engine import Database
 from shoal.db.repo import clusters, nodegroups, templates
 from shoal.db.repo.paging import Page
-from shoal.domain import jsonpatch, merge, specs
+from shoal.domain import entries, jsonpatch, merge, policy, specs
 from shoal.domain import model as m
 from shoal.domain import validation as v
 from shoal.domain.errors import Invalid
+from shoal.services import sources
 from shoal.services.context import Caller
 
 CREATE_KEYS = frozenset(specs.TEMPLATE_ATTRS) | {
     "name",
     "node_group_templates",
     "from_cluster",
+    "from_clustertemplate",
     "project_id",
     "user_id",
 }
 PATCHABLE = frozenset(specs.TEMPLATE_ATTRS) | {"name", "node_group_templates"}
+# What a template made from another does not copy: publishing is a decision of its own.
+NOT_COPIED = frozenset({"public", "hidden"})
+ENTRY_REFS = (entries.NGT_REF,)
 
 
-def _embedded(raw: Any, limits: v.Limits) -> list[tuple[str, m.NodeGroupSpec, str | None]]:
-    """Embedded node group templates, each within the per-group node limit and
-    together within the per-cluster one (a cluster made from the template gets them)."""
-    entries = v.literal(raw)
-    if entries is None:
-        return []
-    if not isinstance(entries, list):
-        raise Invalid("node_group_templates must be a list of objects", "node_group_templates")
-    v.bounded_list("node_group_templates", entries, v.NODE_GROUPS_MAX)
-    out: list[tuple[str, m.NodeGroupSpec, str | None]] = []
-    for e in entries:
-        if not isinstance(e, dict):
-            raise Invalid("node_group_templates entries must be objects", "node_group_templates")
-        v.reject_unknown("node_group_templates", e, specs.NODEGROUP_KEYS | {"name"})
-        name = v.name("node_group_templates.name", e.get("name"))
-        out.append((name, merge.ngt_spec(m.NodeGroupSpec(), e, limits), None))
-    v.cluster_nodes(sum(spec.node_count for _, spec, _ in out), limits)
-    names = [n for n, _, _ in out]
-    if len(set(names)) != len(names):
-        raise Invalid("node_group_templates names must be unique", "node_group_templates")
-    return out
+def _parse_entries(raw: Any) -> list[entries.Entry]:
+    return entries.parse_list(raw, "node_group_templates", ENTRY_REFS, non_empty=False)
 
 
-def _require(
-    attrs: dict[str, Any], ngts: Sequence[tuple[str, m.NodeGroupSpec, str | None]]
-) -> None:
+def _require(attrs: dict[str, Any], ngts: Sequence[entries.TemplateEntryPlan]) -> None:
     if not attrs.get("coe"):
         raise Invalid("coe is required (kubernetes)", "coe")
-    if not attrs.get("image_id") and not (ngts and all(s.image_id for _, s, _ in ngts)):
+    if not attrs.get("image_id") and not (ngts and all(x.spec.image_id for x in ngts)):
         raise Invalid("image_id is required", "image_id")
 
 
 def create(db: Database, caller: Caller, body: dict[str, Any]) -> m.ClusterTemplate:
-    """From attributes, or `from_cluster` (its node groups become embedded NGTs) + overrides."""
+    """From attributes; from a cluster (its node groups become embedded NGTs); from
+    another template (its attributes and entries copied); either plus overrides.
+    `node_group_templates` entries embed NGTs or reference standalone ones."""
+    policy.enforce(caller, "clustertemplate:create")
     v.reject_unknown("clustertemplate", body, CREATE_KEYS)
+    if body.get("from_cluster") is not None and body.get("from_clustertemplate") is not None:
+        raise Invalid("give from_cluster or from_clustertemplate, not both", "from_clustertemplate")
     name = v.name("name", body["name"]) if body.get("name") is not None else _gen_name()
     attrs = specs.check_attrs("clustertemplate", body, specs.TEMPLATE_ATTRS)
-    ngts = _embedded(body.get("node_group_templates"), caller.limits)
+    _check_publish(caller, attrs)
+    given = _parse_entries(body.get("node_group_templates"))
     with db.write() as s:
+        ngts = sources.template_entries(s, caller.project_id, given, caller.limits)
         source_id = None
         base: dict[str, Any] = {}
         if body.get("from_cluster") is not None:
             ident = v.string("from_cluster", body["from_cluster"]) or ""
-            src = clusters.find_row(s, caller.project_id, ident)
+            src = clusters.find_row(s, caller.scope, ident)
             source_id = src.uuid
             base = merge.cluster_to_template_attrs(src.attrs or {})
             if "node_group_templates" not in body:
                 ngts = [
-                    (g.name, g.spec, g.uuid)
+                    entries.TemplateEntryPlan(g.name, g.spec, g.uuid)
                     for g in nodegroups.of_cluster(s, src.uuid)
                     if not g.deleting
                 ]
+        elif body.get("from_clustertemplate") is not None:
+            ident = v.string("from_clustertemplate", body["from_clustertemplate"]) or ""
+            ct = templates.get_ct(s, caller.scope, ident)
+            source_id = ct.uuid
+            base = {k: x for k, x in ct.attrs.items() if k not in NOT_COPIED}
+            if "node_group_templates" not in body:
+                # References stay references within the project; those of another
+                # project's public template become embedded copies of its NGTs.
+                ngts = entries.as_written(
+                    ct.node_group_templates,
+                    templates.referenced_ngts(s, ct),
+                    copy=True,
+                    keep_references=ct.project_id == caller.project_id,
+                )
         merged = {"coe": "kubernetes", **base, **attrs} if base else {**attrs}
         merged = {k: x for k, x in merged.items() if x is not None}
         _require(merged, ngts)
@@ -91,25 +97,34 @@ def create(db: Database, caller: Caller, body: dict[str, Any]) -> m.ClusterTempl
         )
 
 
+def _check_publish(caller: Caller, attrs: dict[str, Any]) -> None:
+    """Making a template public (every project sees it) or hidden is an admin's."""
+    if attrs.get("public") or attrs.get("hidden"):
+        policy.enforce(caller, "clustertemplate:publish")
+
+
 def _gen_name() -> str:
     return f"template-{secrets.token_hex(4)}"
 
 
 def get(db: Database, caller: Caller, ident: str) -> m.ClusterTemplate:
+    policy.enforce(caller, "clustertemplate:get")
     with db.read() as s:
-        return templates.get_ct(s, caller.project_id, ident)
+        return templates.get_ct(s, caller.scope, ident)
 
 
 def list_page(db: Database, caller: Caller, page: Page) -> list[m.ClusterTemplate]:
+    policy.enforce(caller, "clustertemplate:get")
     with db.read() as s:
-        return templates.list_cts(s, caller.project_id, page)
+        return templates.list_cts(s, caller.scope, page)
 
 
 def update(db: Database, caller: Caller, ident: str, patch: Any) -> m.ClusterTemplate:
     """JSON-patch on attributes, name and the embedded NGT list (replaced whole)."""
+    policy.enforce(caller, "clustertemplate:update")
     with db.write() as s:
-        row = templates.find_ct_row(s, caller.project_id, ident)
-        if row.project_id != caller.project_id:
+        row = templates.find_ct_row(s, caller.scope, ident)
+        if row.project_id != caller.project_id and not caller.is_admin:
             raise Invalid("a public template of another project cannot be changed", "project_id")
         current = {**(row.attrs or {}), "name": row.name}
         changes = jsonpatch.apply(current, patch, PATCHABLE, kind="clustertemplate")
@@ -126,12 +141,13 @@ def update(db: Database, caller: Caller, ident: str, patch: Any) -> m.ClusterTem
         for k in changes:
             attrs.pop(k, None)
         attrs.update(checked)
-        ct = templates.get_ct(s, caller.project_id, row.uuid)
-        ngts = (
-            [(n.name, n.spec, n.source_id) for n in ct.node_group_templates]
-            if ngts_raw is ...
-            else _embedded(ngts_raw, caller.limits)
-        )
+        _check_publish(caller, checked)
+        if ngts_raw is ...:
+            ct = templates.get_ct(s, caller.scope, row.uuid)
+            ngts = entries.as_written(ct.node_group_templates, templates.referenced_ngts(s, ct))
+        else:
+            given = _parse_entries(ngts_raw)
+            ngts = sources.template_entries(s, caller.project_id, given, caller.limits)
         _require(attrs, ngts)
         if ngts_raw is not ...:
             templates.replace_embedded(s, row, ngts)
@@ -140,8 +156,9 @@ def update(db: Database, caller: Caller, ident: str, patch: Any) -> m.ClusterTem
 
 def delete(db: Database, caller: Caller, ident: str) -> None:
     """Templates are freely deletable: clusters made from them copied what they need."""
+    policy.enforce(caller, "clustertemplate:delete")
     with db.write() as s:
-        row = templates.find_ct_row(s, caller.project_id, ident)
-        if row.project_id != caller.project_id:
+        row = templates.find_ct_row(s, caller.scope, ident)
+        if row.project_id != caller.project_id and not caller.is_admin:
             raise Invalid("a public template of another project cannot be deleted", "project_id")
         templates.delete_ct(s, row)

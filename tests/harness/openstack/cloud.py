@@ -242,6 +242,12 @@ class OpenStackCloud:
         with self._admin() as conn:
             return provision.register(conn, name, service_type, url, interfaces)
 
+    def unregister_services(self, service_type: str) -> int:
+        """Remove every catalog service of a type (what a test registered), so that
+        the next test that looks the type up in the shared cloud finds its own."""
+        with self._admin() as conn:
+            return provision.unregister(conn, service_type)
+
     @property
     def services(self) -> list[Service]:
         """The processes it started, by service name order of start."""

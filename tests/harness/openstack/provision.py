@@ -47,6 +47,17 @@ def register(
     return str(svc.id)
 
 
+def unregister(conn: Connection, service_type: str) -> int:
+    """Remove every catalog service of a type, endpoints first; how many went."""
+    gone = 0
+    for svc in list(conn.identity.services(type=service_type)):
+        for endpoint in list(conn.identity.endpoints(service_id=svc.id)):
+            conn.identity.delete_endpoint(endpoint, ignore_missing=True)
+        conn.identity.delete_service(svc, ignore_missing=True)
+        gone += 1
+    return gone
+
+
 def identity(conn: Connection, layout: configs.Layout) -> dict[str, str]:
     """Roles, projects `service` and `demo`, their users, the catalog; the project ids."""
     ident = conn.identity

@@ -50,13 +50,16 @@ def create_cluster(
 ) -> JSONResponse:
     """All attributes; `cluster_template_id`; `from_cluster`; either plus overrides."""
     settings = deps.runtime(request).settings
-    c = clusters.create(
-        deps.db(request),
-        deps.caller(request),
-        body,
-        settings.quota_clusters,
-        deps.provider_names(request),
-    )
+    caller = deps.caller(request)
+    with deps.delegation(request, caller) as credential:
+        c = clusters.create(
+            deps.db(request),
+            caller,
+            body,
+            settings.quota_clusters,
+            deps.provider_names(request),
+            credential=credential,
+        )
     return _accepted(c.uuid)
 
 

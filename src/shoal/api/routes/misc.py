@@ -12,6 +12,7 @@ from shoal.domain.errors import Invalid
 from shoal.services import misc
 
 router = APIRouter(tags=["meta"])
+public = APIRouter(tags=["meta"])  # answered to anyone: clients discover versions first
 COLLECTIONS = (
     "clustertemplates",
     "clusters",
@@ -22,6 +23,7 @@ COLLECTIONS = (
     "mservices",
     "stats",
     "providers",
+    "tokens",
 )
 
 
@@ -35,7 +37,7 @@ def version_entry(request: Request) -> dict[str, Any]:
     }
 
 
-@router.get("")
+@public.get("")
 def v1_index(request: Request) -> dict[str, Any]:
     base = deps.base_url(request)
     out: dict[str, Any] = {
@@ -63,7 +65,7 @@ def mservices(request: Request) -> dict[str, Any]:
     items = []
     # Conductors heartbeat every lease/3 s (shared setting); down after 3 missed beats.
     lease = deps.runtime(request).settings.conductor_settings.lease_seconds
-    for info in misc.mservices(deps.db(request), max(0.2, lease / 3)):
+    for info in misc.mservices(deps.db(request), deps.caller(request), max(0.2, lease / 3)):
         r = info.row
         items.append(
             {
@@ -94,8 +96,7 @@ def _quota(request: Request, q: QuotaRow) -> dict[str, Any]:
 
 @router.get("/quotas")
 def list_quotas(request: Request) -> dict[str, Any]:
-    all_projects = request.query_params.get("all_tenants", "").lower() in ("1", "true")
-    rows = misc.quota_list(deps.db(request), deps.caller(request), all_projects)
+    rows = misc.quota_list(deps.db(request), deps.caller(request))
     return {"quotas": [_quota(request, q) for q in rows]}
 
 
@@ -110,7 +111,11 @@ def create_quota(
     if not isinstance(project, str) or not project:
         raise Invalid("project_id is required", "project_id")
     row = misc.quota_set(
-        deps.db(request), project, str(body.get("resource", "Cluster")), body.get("hard_limit")
+        deps.db(request),
+        deps.caller(request),
+        project,
+        str(body.get("resource", "Cluster")),
+        body.get("hard_limit"),
     )
     return _quota(request, row)
 
@@ -118,7 +123,8 @@ def create_quota(
 @router.get("/quotas/{project_id}/{resource}")
 def get_quota(request: Request, project_id: str, resource: str) -> dict[str, Any]:
     default = deps.runtime(request).settings.quota_clusters
-    return _quota(request, misc.quota_get(deps.db(request), project_id, resource, default))
+    row = misc.quota_get(deps.db(request), deps.caller(request), project_id, resource, default)
+    return _quota(request, row)
 
 
 @router.patch(
@@ -130,11 +136,12 @@ def update_quota(
     resource: str,
     body: dict[str, Any] = Depends(deps.json_object),
 ) -> dict[str, Any]:
-    row = misc.quota_set(deps.db(request), project_id, resource, body.get("hard_limit"))
+    caller = deps.caller(request)
+    row = misc.quota_set(deps.db(request), caller, project_id, resource, body.get("hard_limit"))
     return _quota(request, row)
 
 
 @router.delete("/quotas/{project_id}/{resource}", status_code=204)
 def delete_quota(request: Request, project_id: str, resource: str) -> Response:
-    misc.quota_delete(deps.db(request), project_id, resource)
+    misc.quota_delete(deps.db(request), deps.caller(request), project_id, resource)
     return Response(status_code=204)

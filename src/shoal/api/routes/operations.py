@@ -1,5 +1,4 @@
-"""Operations on nodes (shoal): `/v1/clusters/{id}/operations`; and the node agent's
-API, `/v1/agent/...`, authenticated by each node's own token."""
+"""Operations on nodes (shoal): `/v1/clusters/{id}/operations`."""
 
 from __future__ import annotations
 
@@ -80,23 +79,3 @@ def list_operations(request: Request, ident: str) -> dict[str, Any]:
 def get_operation(request: Request, ident: str, uuid: str) -> dict[str, Any]:
     view = operations.get(deps.db(request), deps.caller(request), ident, uuid)
     return _view(request, view, detail=True)
-
-
-@router.post("/agent/heartbeat", openapi_extra=schemas.body("AgentHeartbeat"))
-def agent_heartbeat(
-    request: Request, body: dict[str, Any] = Depends(deps.json_object)
-) -> dict[str, Any]:
-    """The node agent: alive; answers the task to run now (docs/agent.md)."""
-    token = request.headers.get(protocol.TOKEN_HEADER)
-    interval = deps.runtime(request).settings.agent_interval_seconds
-    return operations.heartbeat(deps.db(request), deps.sealer(request), token, body, interval)
-
-
-@router.post("/agent/tasks/{uuid}", openapi_extra=schemas.body("AgentReport"))
-def agent_report(
-    request: Request, uuid: str, body: dict[str, Any] = Depends(deps.json_object)
-) -> dict[str, Any]:
-    """The node agent: a task's progress or end."""
-    token = request.headers.get(protocol.TOKEN_HEADER)
-    operations.report(deps.db(request), deps.sealer(request), token, uuid, body)
-    return {}

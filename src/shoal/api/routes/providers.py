@@ -24,31 +24,33 @@ def _configured(request: Request) -> list[providers.Configured]:
 
 def _view(request: Request, v: ProviderView) -> dict[str, Any]:
     facts = v.facts
-    return {
+    out = {
         "name": v.name,
         "driver": v.driver,
         "default": v.default,
         "reachable": v.reachable,
-        "reason": v.reason,
         "checked_at": v.checked_at.isoformat() if v.checked_at else None,
-        "checked_by": v.checked_by,
         "availability_zones": facts.get("availability_zones", []),
         "flavors": facts.get("flavors", []),
         "images": facts.get("images", []),
         "features": facts.get("features", []),
-        "nodegroups": v.nodegroups,
-        "sweeper": v.sweeper,
         "links": deps.links(request, f"providers/{v.name}"),
     }
+    if v.detailed:  # an admin's view
+        out.update(
+            reason=v.reason, checked_by=v.checked_by, nodegroups=v.nodegroups, sweeper=v.sweeper
+        )
+    return out
 
 
 @router.get("")
 def list_providers(request: Request) -> dict[str, Any]:
     """Every provider of the configuration, the default one marked."""
-    views = providers.list_all(deps.db(request), _configured(request))
+    views = providers.list_all(deps.db(request), deps.caller(request), _configured(request))
     return {"providers": [_view(request, v) for v in views]}
 
 
 @router.get("/{name}")
 def get_provider(request: Request, name: str) -> dict[str, Any]:
-    return _view(request, providers.get(deps.db(request), _configured(request), name))
+    view = providers.get(deps.db(request), deps.caller(request), _configured(request), name)
+    return _view(request, view)

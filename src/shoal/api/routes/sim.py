@@ -1,4 +1,5 @@
-"""Admin endpoints of the sim cloud (`/v1/sim/...`): servers, config, quotas, faults, reset.
+"""Admin endpoints of the sim cloud (`/v1/sim/...`): servers, config, quotas, faults, reset;
+an admin's (policy `sim:admin`).
 
 For tests and demos: they act on the SimWorld of a sim provider of this process
 (`?provider=NAME`; the first sim provider by default), which stores everything in
@@ -13,10 +14,11 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Path, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from shoal.api import deps
 from shoal.domain.errors import Conflict, Invalid, NotFound
 from shoal.domain.validation import INT_MAX
 
-router = APIRouter(prefix="/sim", tags=["sim"])
+router = APIRouter(prefix="/sim", tags=["sim"], dependencies=[deps.require("sim:admin")])
 
 # Counts and sizes the sim stores in INTEGER columns: bounded like every other integer.
 Count = Annotated[int, Field(ge=0, le=INT_MAX)]

@@ -36,18 +36,25 @@ from shoal.db import outcomes, queue, snapshots, virthosts
 from shoal.db.virthosts import VirtView
 from shoal.domain import status as st
 from shoal.domain.model import ROLE_VIRT
-from shoal.drivers.contract import TAG_CLUSTER, TAG_NODEGROUP, Machine, TransientError
+from shoal.drivers.contract import (
+    TAG_CLUSTER,
+    TAG_NODEGROUP,
+    TAG_PROJECT,
+    Machine,
+    TransientError,
+)
 
 
 def reconcile_batch(ctx: Context, uuids: list[str]) -> None:
     """One pass over node groups `uuids` (the caller holds their leases)."""
     now = ctx.now()
-    providers = ctx.providers_of(uuids, lambda us: snapshots.providers_of(ctx.db, us))
+    places = ctx.places_of(uuids, lambda us: snapshots.places_of(ctx.db, us))
+    providers = {u: str(place.provider) for u, place in places.items()}
     # VMs of virt hosts: the driver learns the cluster's hosts before any call.
     views = {u: _virt_hosts(ctx, providers[u], u) for u in providers}
     # Listed on this worker's thread, not the driver pool's: a listing does not take
     # a create's place among the driver's `driver_concurrency` calls.
-    listed = {u: _listing(ctx, providers[u], u, views[u]) for u in providers}
+    listed = {u: _listing(ctx, places[u], u) for u in places}
     # The snapshots are read after the listings: every machine listed had its node
     # row committed before it was created (intent before action).
     snaps = snapshots.load_groups(ctx.db, list(providers))
@@ -130,16 +137,17 @@ def commit_intent(ctx: Context, passes: list[Pass], now: datetime) -> None:
 
 
 def _listing(
-    ctx: Context, name: str, ng_uuid: str, view: VirtView | None
+    ctx: Context, place: snapshots.GroupPlace, ng_uuid: str
 ) -> list[Machine] | TransientError:
     """The group's machines, in one driver call; the error when it failed (nothing
-    when the provider is not configured: the pass says so)."""
-    provider = ctx.provider(name)
+    when the provider is not configured: the pass says so). The listing names the
+    group's project and cluster too: a driver lists each with the identity that made
+    its machines (a cluster's trust, in its creator's project), and a hosted driver
+    looks only at that cluster's hosts."""
+    provider = ctx.provider(place.provider)
     if provider is None:
         return []
-    tags = {TAG_NODEGROUP: ng_uuid}
-    if view is not None:  # a hosted driver looks only at that cluster's hosts
-        tags[TAG_CLUSTER] = view.cluster_uuid
+    tags = {TAG_PROJECT: place.project_id, TAG_CLUSTER: place.cluster_uuid, TAG_NODEGROUP: ng_uuid}
     try:
         return ctx.call(provider, lambda: provider.driver.list_machines(tags))
     except TransientError as exc:

@@ -20,6 +20,7 @@ from shoal.db.types import utcnow
 from shoal.domain import model as m
 from shoal.domain.errors import Conflict
 from shoal.domain.merge import GroupPlan
+from shoal.domain.policy import Scope
 
 SORT_KEYS = frozenset({"id", "uuid", "name", "status", "created_at", "updated_at"})
 # A new cluster's first pass waits for its node groups: the first pass of its master
@@ -38,36 +39,36 @@ class Counts:
     master_count: int = 0
 
 
-def find_row(session: Session, project_id: str, ident: str, for_update: bool = False) -> ClusterRow:
+def find_row(session: Session, scope: Scope, ident: str, for_update: bool = False) -> ClusterRow:
     row: ClusterRow = lookup.find(
         session,
         ClusterRow,
         ident,
         kind="Cluster",
         plural="clusters",
-        where=(ClusterRow.project_id == project_id,),
+        scope=scope,
         for_update=for_update,
     )
     return row
 
 
-def find_changeable_row(session: Session, project_id: str, ident: str) -> ClusterRow:
+def find_changeable_row(session: Session, scope: Scope, ident: str) -> ClusterRow:
     """The cluster, locked for a desired-state change; Conflict once it is being deleted
     (a change can no longer apply, and must not flip DELETE_IN_PROGRESS back)."""
-    row = find_row(session, project_id, ident, for_update=True)
+    row = find_row(session, scope, ident, for_update=True)
     if row.deleting:
         raise Conflict(f"Cluster {row.name} is being deleted")
     return row
 
 
-def get(session: Session, project_id: str, ident: str) -> m.Cluster:
-    return convert.cluster_from_row(find_row(session, project_id, ident))
+def get(session: Session, scope: Scope, ident: str) -> m.Cluster:
+    return convert.cluster_from_row(find_row(session, scope, ident))
 
 
-def list_page(session: Session, project_id: str, page: Page) -> list[m.Cluster]:
-    """One page of the project's clusters (plain rows, not ORM objects: status polls
+def list_page(session: Session, scope: Scope, page: Page) -> list[m.Cluster]:
+    """One page of the scope's clusters (plain rows, not ORM objects: status polls
     list every cluster)."""
-    stmt = select(*ClusterRow.__table__.c).where(ClusterRow.project_id == project_id)
+    stmt = select(*ClusterRow.__table__.c).where(*lookup.in_scope(ClusterRow.project_id, scope))
     rows = paginate(session, stmt, ClusterRow, page, SORT_KEYS, entities=False)
     return [convert.cluster_from_row(r) for r in rows]
 

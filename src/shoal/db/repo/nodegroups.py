@@ -17,6 +17,7 @@ from shoal.db.tables import ClusterRow, NodeGroupRow, NodeRow
 from shoal.db.types import utcnow
 from shoal.domain import model as m
 from shoal.domain.merge import GroupPlan
+from shoal.domain.policy import Scope
 
 SORT_KEYS = frozenset(
     {"id", "uuid", "name", "role", "node_count", "status", "created_at", "updated_at"}
@@ -89,15 +90,10 @@ def find_row(
     return row
 
 
-def find_any_row(session: Session, project_id: str, ident: str) -> NodeGroupRow:
-    """A group of any cluster of the project, by uuid (NGT-from-nodegroup, clones)."""
+def find_any_row(session: Session, scope: Scope, ident: str) -> NodeGroupRow:
+    """A group of any cluster of the scope, by uuid (NGT-from-nodegroup, clones)."""
     row: NodeGroupRow = lookup.find(
-        session,
-        NodeGroupRow,
-        ident,
-        kind="NodeGroup",
-        plural="nodegroups",
-        where=(NodeGroupRow.project_id == project_id,),
+        session, NodeGroupRow, ident, kind="NodeGroup", plural="nodegroups", scope=scope
     )
     return row
 

@@ -15,6 +15,8 @@ from shoal.db.repo.paging import Page, paginate
 from shoal.db.tables import ClusterTemplateRow, NodeGroupTemplateRow
 from shoal.db.types import utcnow
 from shoal.domain import model as m
+from shoal.domain.entries import TemplateEntryPlan
+from shoal.domain.policy import Scope
 
 CT_SORT_KEYS = frozenset({"id", "uuid", "name", "created_at", "updated_at"})
 NGT_SORT_KEYS = CT_SORT_KEYS
@@ -42,26 +44,27 @@ def _ct(session: Session, row: ClusterTemplateRow) -> m.ClusterTemplate:
     return convert.ct_from_row(row, _embedded(session, [row.uuid])[row.uuid])
 
 
-def find_ct_row(session: Session, project_id: str, ident: str) -> ClusterTemplateRow:
-    """A template of the project (or a public one) by uuid or name."""
+def find_ct_row(session: Session, scope: Scope, ident: str) -> ClusterTemplateRow:
+    """A template of the scope (or a public one) by uuid or name."""
     row: ClusterTemplateRow = lookup.find(
         session,
         ClusterTemplateRow,
         ident,
         kind="ClusterTemplate",
         plural="clustertemplates",
-        where=((ClusterTemplateRow.project_id == project_id) | ClusterTemplateRow.public,),
+        scope=scope,
+        shared=ClusterTemplateRow.public.is_(True),
     )
     return row
 
 
-def get_ct(session: Session, project_id: str, ident: str) -> m.ClusterTemplate:
-    return _ct(session, find_ct_row(session, project_id, ident))
+def get_ct(session: Session, scope: Scope, ident: str) -> m.ClusterTemplate:
+    return _ct(session, find_ct_row(session, scope, ident))
 
 
-def list_cts(session: Session, project_id: str, page: Page) -> list[m.ClusterTemplate]:
+def list_cts(session: Session, scope: Scope, page: Page) -> list[m.ClusterTemplate]:
     stmt = select(ClusterTemplateRow).where(
-        (ClusterTemplateRow.project_id == project_id) | ClusterTemplateRow.public
+        *lookup.in_scope(ClusterTemplateRow.project_id, scope, ClusterTemplateRow.public.is_(True))
     )
     rows = paginate(session, stmt, ClusterTemplateRow, page, CT_SORT_KEYS)
     emb = _embedded(session, [r.uuid for r in rows])
@@ -75,10 +78,10 @@ def insert_ct(
     user_id: str,
     name: str,
     attrs: dict[str, Any],
-    ngts: Sequence[tuple[str, m.NodeGroupSpec, str | None]] = (),
+    ngts: Sequence[TemplateEntryPlan] = (),
     source_id: str | None = None,
 ) -> m.ClusterTemplate:
-    """A template with its embedded NGTs (name, spec, source id), in order."""
+    """A template with its entries (embedded NGTs and references), in order."""
     row = ClusterTemplateRow(
         uuid=new_uuid(),
         project_id=project_id,
@@ -98,22 +101,24 @@ def insert_ct(
 def replace_embedded(
     session: Session,
     row: ClusterTemplateRow,
-    ngts: Sequence[tuple[str, m.NodeGroupSpec, str | None]],
+    ngts: Sequence[TemplateEntryPlan],
 ) -> None:
-    """Drop the template's embedded NGTs and write `ngts` in their place."""
+    """Drop the template's entries and write `ngts` in their place: an embedded NGT
+    keeps its whole spec, a reference only the attributes over the NGT it names."""
     session.execute(
         delete(NodeGroupTemplateRow).where(NodeGroupTemplateRow.cluster_template_uuid == row.uuid)
     )
-    for pos, (name, spec, source) in enumerate(ngts):
+    for pos, x in enumerate(ngts):
         session.add(
             NodeGroupTemplateRow(
                 uuid=new_uuid(),
                 project_id=row.project_id,
-                name=name,
+                name=x.name,
                 cluster_template_uuid=row.uuid,
                 position=pos,
-                spec=convert.ngt_spec_to_json(spec),
-                source_id=source,
+                spec=dict(x.overrides) if x.reference else convert.ngt_spec_to_json(x.spec),
+                source_id=x.source_id,
+                reference_uuid=x.reference,
                 created_at=utcnow(),
             )
         )
@@ -144,26 +149,64 @@ def delete_ct(session: Session, row: ClusterTemplateRow) -> None:
 _STANDALONE = NodeGroupTemplateRow.cluster_template_uuid.is_(None)
 
 
-def find_ngt_row(session: Session, project_id: str, ident: str) -> NodeGroupTemplateRow:
-    """A standalone node group template of the project, by uuid or name."""
+def find_ngt_row(
+    session: Session, scope: Scope, ident: str, for_update: bool = False
+) -> NodeGroupTemplateRow:
+    """A standalone node group template of the project, by uuid or name (`for_update`:
+    locked, so that a template cannot reference it while it is being deleted)."""
     row: NodeGroupTemplateRow = lookup.find(
         session,
         NodeGroupTemplateRow,
         ident,
         kind="NodeGroupTemplate",
         plural="nodegrouptemplates",
-        where=(NodeGroupTemplateRow.project_id == project_id, _STANDALONE),
+        scope=scope,
+        where=(_STANDALONE,),
+        for_update=for_update,
     )
     return row
 
 
-def get_ngt(session: Session, project_id: str, ident: str) -> m.NodeGroupTemplate:
-    return convert.ngt_from_row(find_ngt_row(session, project_id, ident))
+def get_ngt(
+    session: Session, scope: Scope, ident: str, for_update: bool = False
+) -> m.NodeGroupTemplate:
+    return convert.ngt_from_row(find_ngt_row(session, scope, ident, for_update))
 
 
-def list_ngts(session: Session, project_id: str, page: Page) -> list[m.NodeGroupTemplate]:
+def referenced_ngts(session: Session, ct: m.ClusterTemplate) -> dict[str, m.NodeGroupTemplate]:
+    """The standalone NGTs a template's entries reference, by uuid. By uuid alone: a
+    public template's references are its owner's NGTs, checked when it was written."""
+    uuids = [
+        x.nodegroup_template_id
+        for x in ct.node_group_templates
+        if isinstance(x, m.NodeGroupTemplateRef)
+    ]
+    if not uuids:
+        return {}
+    rows = session.scalars(
+        select(NodeGroupTemplateRow).where(NodeGroupTemplateRow.uuid.in_(uuids), _STANDALONE)
+    )
+    return {r.uuid: convert.ngt_from_row(r) for r in rows}
+
+
+def referencing_cts(session: Session, ngt_uuid: str) -> list[str]:
+    """Names of the cluster templates with an entry that references the NGT."""
+    names = session.scalars(
+        select(ClusterTemplateRow.name)
+        .join(
+            NodeGroupTemplateRow,
+            NodeGroupTemplateRow.cluster_template_uuid == ClusterTemplateRow.uuid,
+        )
+        .where(NodeGroupTemplateRow.reference_uuid == ngt_uuid)
+        .order_by(ClusterTemplateRow.name)
+        .distinct()
+    )
+    return list(names)
+
+
+def list_ngts(session: Session, scope: Scope, page: Page) -> list[m.NodeGroupTemplate]:
     stmt = select(NodeGroupTemplateRow).where(
-        NodeGroupTemplateRow.project_id == project_id, _STANDALONE
+        *lookup.in_scope(NodeGroupTemplateRow.project_id, scope), _STANDALONE
     )
     rows = paginate(session, stmt, NodeGroupTemplateRow, page, NGT_SORT_KEYS)
     return [convert.ngt_from_row(r) for r in rows]

@@ -43,7 +43,7 @@ from shoal.settings import OpenStackSettings
 
 log = logging.getLogger(__name__)
 
-FEATURES = frozenset({Feature.REBOOT, Feature.REBUILD})
+FEATURES = frozenset({Feature.REBOOT, Feature.REBUILD, Feature.RELEASE})
 REBOOTING = frozenset({"REBOOT", "HARD_REBOOT"})
 # A listing this recent that did not show a machine lets its create skip the lookup.
 LISTING_FRESH_S = 30.0
@@ -84,12 +84,30 @@ class OpenStackDriver:
         cloud cannot be reached or refuses the provider's credentials."""
         conn = self.identity.connection(DEPLOYMENT)
         self._refresh(conn)
+        for each in self.identity.connections():  # the provider's, and clusters' trusts
+            try:
+                with errors.edge():
+                    self.groups.collect(each)
+            except DriverError as exc:
+                log.warning("openstack: cannot tidy server groups now: %s", exc.reason)
+        return self.capabilities()
+
+    def release_cluster(self, project_id: str, cluster_id: str) -> None:
+        """Delete this deployment's empty server groups in the cluster's project (its
+        creator's, with a trust), now that its machines are gone: the trust goes next,
+        and with it shoal's way into that project. A cluster without a trust shares the
+        provider's project, which `check` tidies after the grace period (a group just
+        made for another cluster is empty too). TransientError only."""
+        conn = self.identity.connection(Scope(project_id, cluster_id))
+        if conn is self.identity.connection(DEPLOYMENT):
+            return
         try:
             with errors.edge():
-                self.groups.collect(conn)
+                self.groups.collect(conn, grace_s=0.0)
+        except TransientError:
+            raise
         except DriverError as exc:
-            log.warning("openstack: cannot tidy server groups now: %s", exc.reason)
-        return self.capabilities()
+            raise TransientError(f"cannot remove server groups now: {exc.reason}") from exc
 
     def validate(self, spec: MachineSpec) -> list[str]:
         """Unknown flavor, image or zone (from the cached catalog), and what this

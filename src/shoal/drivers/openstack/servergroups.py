@@ -67,9 +67,11 @@ class ServerGroups:
         with self._lock:
             self._ids.pop(self.nova_name(group), None)
 
-    def collect(self, conn: Connection) -> list[str]:
-        """Delete this deployment's server groups that stayed empty for the grace
-        period; the names deleted. Raises what the SDK raises."""
+    def collect(self, conn: Connection, grace_s: float | None = None) -> list[str]:
+        """Delete this deployment's server groups (in `conn`'s project) that stayed
+        empty for the grace period (`grace_s`, default the setting's); the names
+        deleted. Raises what the SDK raises."""
+        grace = self.grace_s if grace_s is None else grace_s
         now = self.clock()
         mine: list[ServerGroup] = [
             g for g in conn.compute.server_groups() if (g.name or "").endswith(self.suffix)
@@ -82,7 +84,7 @@ class ServerGroups:
                 self._empty_since.pop(g.id, None)
                 continue
             since = self._empty_since.setdefault(g.id, now)
-            if now - since < self.grace_s:
+            if now - since < grace:
                 continue
             conn.compute.delete_server_group(g.id, ignore_missing=True)
             self._empty_since.pop(g.id, None)

@@ -1,0 +1,58 @@
+"""Who makes a request: each authentication mode turns a request's headers into a
+`policy.Principal` (project, user, roles), or refuses it with `NotAuthenticated`.
+
+- `local` (the embedded default): tokens shoal issues itself (`tokens.py`);
+- `keystone`: tokens a real Keystone issued and validates (`keystone.py`);
+- `none`: no authentication, for development only (`headers.py`).
+
+What a principal may do is `domain/policy.py`'s business; this package only says who
+it is. `build` is called once, by the composition root (`shoal.runtime`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from shoal.domain.policy import Principal
+from shoal.settings import Settings
+
+TOKEN_HEADER = "x-auth-token"
+
+
+class Authenticator(Protocol):
+    def authenticate(self, headers: Mapping[str, str]) -> Principal:
+        """The request's principal; NotAuthenticated (401) when it names none or a bad one."""
+        ...
+
+    def forget(self) -> None:
+        """Drop what is cached (a token was revoked in this process)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def token_of(headers: Mapping[str, str]) -> str | None:
+    """The request's token: `X-Auth-Token` (OpenStack's), else `Authorization: Bearer`."""
+    token = headers.get(TOKEN_HEADER)
+    if token:
+        return token.strip()
+    bearer = headers.get("authorization", "")
+    if bearer[:7].lower() == "bearer ":
+        return bearer[7:].strip() or None
+    return None
+
+
+def build(settings: Settings, db: Any) -> Authenticator:
+    """The authenticator of `settings.auth` (a `shoal.db.engine.Database` for `local`)."""
+    if settings.auth == "keystone":
+        from shoal.auth.keystone import KeystoneTokens
+
+        return KeystoneTokens(settings.keystone)
+    if settings.auth == "none":
+        from shoal.auth import headers
+
+        return headers.TrustedHeaders(settings.default_project)
+    from shoal.auth import local
+
+    return local.LocalTokens(db, settings.token_cache_seconds)
