@@ -164,7 +164,8 @@ def import_document(
     other = _sealed_with(tables) - {key_id}
     if other:
         raise Conflict(
-            f"the export's cluster CA keys are sealed with secret key {sorted(other)[0]}, and "
+            f"the export's secrets (cluster CA keys, trusts) are sealed with secret key "
+            f"{sorted(other)[0]}, and "
             f"this deployment runs with key {key_id}: start it with the exporting "
             "deployment's key (SHOAL_SECRET_KEY_FILE), which the node agents' tokens come "
             "from too"
