@@ -118,7 +118,15 @@ def test_a_killed_migrate_is_refused_then_finished_and_no_machine_moves(tmp_path
         with throwaway_pg() as scratch:  # how long a whole copy takes here
             assert migrate(source_env, scratch, None) == 0
         duration = time.monotonic() - full
-        target_env = {**shoal_env(tmp_path / "target"), "SHOAL_DATABASE_URL": target}
+        # On the target the sweeper looks every second, with no grace and no breaker:
+        # were a half copy ever served, the machines of its missing rows would go.
+        target_env = {
+            **shoal_env(tmp_path / "target"),
+            "SHOAL_DATABASE_URL": target,
+            "SHOAL_CONDUCTOR_SWEEP_SECONDS": "1",
+            "SHOAL_CONDUCTOR_SWEEP_GRACE_SECONDS": "0",
+            "SHOAL_CONDUCTOR_SWEEP_BREAKER_SHARE": "1",
+        }
         finished = False
         for _ in range(4):
             code = migrate(source_env, target, rng.uniform(0.05, duration))
@@ -129,7 +137,8 @@ def test_a_killed_migrate_is_refused_then_finished_and_no_machine_moves(tmp_path
             assert state in ("refused", "served"), state
             assert state == "served" or not finished
             finished = finished or state == "served"  # done just before its kill
-            assert machines(f"sqlite:///{data / 'sim.db'}") == before
+            if state == "served":  # whole: every machine of the copy, none made or swept
+                assert machines(target) == before
         if not finished:
             assert migrate(source_env, target, None) == 0  # run again: it finishes
         tport = free_port()
@@ -140,5 +149,6 @@ def test_a_killed_migrate_is_refused_then_finished_and_no_machine_moves(tmp_path
                 timeout=30,
             )
             assert api.get("/clusters/big").json()["node_count"] == 600
-            time.sleep(5)  # the conductor's passes over the copied deployment
+            time.sleep(5)  # the conductor's passes and five sweeps over the copy
         assert machines(target) == before  # 0 deleted, 0 created
+    assert machines(f"sqlite:///{data / 'sim.db'}") == before  # the source as it was

@@ -13,7 +13,9 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
+from sqlalchemy import inspect
 
+from shoal.db.engine import Database
 from tests.support.databases import throwaway_pg
 from tests.support.process import SHOAL, admin_headers, serving, shoal_env
 from tests.support.server import free_port
@@ -133,3 +135,43 @@ def test_huge_counts_are_refused_and_the_server_does_not_grow(tmp_path: Path) ->
         assert [c["name"] for c in clusters] == ["base"]
         assert clusters[0]["node_count"] == 1
         assert grown < 30 * 1024 * 1024, f"RSS grew by {grown / 2**20:.1f} MB"
+
+
+@pytest.mark.postgres
+def test_db_migrate_refuses_while_an_idle_server_runs_and_copies_once_it_stopped(
+    tmp_path: Path,
+) -> None:
+    """An API-only `shoal serve` holds no lease and does no work; its heartbeat alone
+    makes `db migrate` refuse, writing nothing; a clean stop lets it copy at once."""
+    data = tmp_path / "data"
+    env = shoal_env(data)
+    with throwaway_pg() as target:
+        port = free_port()
+        api_only = {**env, "SHOAL_CONDUCTOR": "false"}
+        with serving(api_only, port, tmp_path / "serve.log"):
+            httpx.get(
+                f"http://127.0.0.1:{port}/v1/clusters", headers=admin_headers(env)
+            ).raise_for_status()
+            done = subprocess.run(
+                [SHOAL, "db", "migrate", "--to", target],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert done.returncode == 1, done
+            assert "a shoal process still runs on the source (shoal-api" in done.stderr
+            assert "stop every shoal process" in done.stderr
+            db = Database(target)
+            try:
+                assert inspect(db.engine).get_table_names() == []  # the target untouched
+            finally:
+                db.close()
+        done = subprocess.run(
+            [SHOAL, "db", "migrate", "--to", target],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr

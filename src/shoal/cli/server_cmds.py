@@ -105,17 +105,13 @@ def _open(settings: Settings) -> tuple[Runtime, Sealer]:
     from shoal.services import certificates
 
     datadir.secure(settings)
+    runtime = _runtime(settings)  # first: an unfinished copy is refused before a key is made
     try:
         sealer = keys.load(settings)
-    except SettingsError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(EXIT_USAGE) from exc
-    runtime = _runtime(settings)
-    try:
         certificates.seal_stored_keys(runtime.db, sealer)
-    except ShoalError as exc:
+    except (SettingsError, ShoalError) as exc:
         runtime.close()
-        typer.echo(f"error: {exc.message}", err=True)
+        typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_USAGE) from exc
     return runtime, sealer
 
