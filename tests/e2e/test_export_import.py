@@ -103,6 +103,12 @@ def test_a_fresh_deployment_imports_the_clusters_and_recreates_no_machine(tmp_pa
         wait(lambda: c.get("/clusters/edge").json()["status"].endswith("COMPLETE"), 60, "settle")
         after = {s["machine_id"]: s for s in c.get("/sim/servers").json()["servers"]}
         assert set(after) == set(before), "a machine was recreated or deleted"
+        # the same machines, not new ones under the same ids: born when they were, where
+        # they were, with the addresses they had
+        same = ("created_at", "address", "az", "name")
+        assert {m: [s[k] for k in same] for m, s in after.items()} == {
+            m: [s[k] for k in same] for m, s in before.items()
+        }
         assert all(s["state"] == "ACTIVE" for s in after.values())
         nodes_b = {n["uuid"]: n for n in c.get("/clusters/edge/nodes").json()["nodes"]}
         assert set(nodes_b) == set(nodes_a)

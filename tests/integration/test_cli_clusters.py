@@ -161,6 +161,11 @@ def test_upgrade_to_another_template(shoal: Shoal, c1: dict[str, object]) -> Non
     shoal.ok("template", "create", "k8s-v2", "--image", "fedora-coreos-41", "--flavor", "m1.small")
     done = shoal.json("cluster", "upgrade", "c1", "k8s-v2", "--nodegroup", "gpu", "--wait")
     assert done["status"].endswith("_COMPLETE")
+    # --wait returned only once the nodes were replaced, not when the request was stored
+    gpu = shoal.values("node", "list", "c1", "-g", "gpu", "-c", "image_id")
+    assert gpu and {row[0] for row in gpu} == {"fedora-coreos-41"}
+    masters = shoal.values("node", "list", "c1", "-g", "masters", "-c", "image_id")
+    assert {row[0] for row in masters} == {"fedora-coreos-40"}  # only the group named
 
 
 def test_delete_with_wait_then_gone(shoal: Shoal) -> None:

@@ -102,12 +102,42 @@ def test_an_image_whose_nodes_never_come_up_stops_and_keeps_the_old(env: Env) ->
         env.skew[0] += timedelta(seconds=30)
         env.conductor.run_once()
     assert set(images(env, cid, "w")) == before
+    story = [e.message for e in env.events(cid) if e.reason == "RollingOut"]
+    assert not any("retiring node" in m for m in story)
     rollouts.hold(env.db, env.caller, cid, "abort", {"nodegroup": "w"})
     env.step_until(lambda: env.group(cid, "w").status == "UPDATE_COMPLETE")
     g = env.group(cid, "w")
     assert "rollout aborted" in (g.status_reason or "")
     env.resize(cid, "w", 2)  # usable as it is
     env.step_until(lambda: len(env.nodes(cid, "w")) == 2 and env.complete(cid)())
+
+
+def test_a_new_node_not_ready_by_the_progress_deadline_stops_the_rollout(env: Env) -> None:
+    cid = cluster(env, workers=3)
+    before = set(images(env, cid, "w"))
+    env.world.patch_config({"boot_seconds": 3600})  # new machines stay in BUILD
+    patch = [
+        {"op": "replace", "path": "/rollout", "value": {"progress_deadline_s": 60}},
+        {"op": "replace", "path": "/image_id", "value": V2},
+    ]
+    nodegroups.update(env.db, env.caller, cid, "w", patch)  # surge 1, unavailable 0
+    for _ in range(3):  # the first new node is made; it does not come up
+        env.conductor.run_once()
+        time.sleep(0.05)
+    assert "stopped" not in (env.group(cid, "w").status_reason or "")
+    env.skew[0] += timedelta(seconds=61)
+    env.step_until(lambda: env.group(cid, "w").status.endswith("FAILED"))
+    reason = env.group(cid, "w").status_reason or ""
+    assert reason.startswith("rollout stopped: node ") and "is not ready 60 s after" in reason
+    for _ in range(5):  # stopped: no old node goes, no second new node is made
+        env.skew[0] += timedelta(seconds=30)
+        env.conductor.run_once()
+    now = images(env, cid, "w")
+    assert before < set(now) and len(now) == 4  # the 3 old ones and the one new
+    assert ready(env, cid, "w") == 3
+    story = [e.message for e in env.events(cid) if e.reason == "RollingOut"]
+    assert sum("adding node" in m for m in story) == 1
+    assert not any("retiring node" in m for m in story)
 
 
 def test_pause_holds_the_rollout_and_resume_finishes_it(env: Env) -> None:
