@@ -229,6 +229,49 @@ def test_a_node_whose_agent_falls_silent_climbs_the_repair_ladder(tmp_path: Path
         ]  # fmt: skip
 
 
+def test_a_node_whose_agent_stops_reporting_is_rebooted_and_healthy_again_once_it_reports(
+    tmp_path: Path,
+) -> None:
+    """An agent that reported and then went quiet (not one that never started): after
+    the unhealthy timeout its node is rebooted, only that one, and once its agent
+    reports again nothing further is done to it."""
+    with env_at(f"sqlite:///{tmp_path / 'shoal.db'}", agents=True) as env:
+        policy = {"startup_timeout_s": 600, "unhealthy_timeout_s": 30}
+        groups = [
+            WORKERS[0],
+            {"name": "w", "flavor_id": "m1.small", "node_count": 3, "health_policy": policy},
+        ]
+        cid = env.create("quiet", groups)
+        env.step_until(env.complete(cid))
+        nodes = [n.uuid for n in env.nodes(cid, "w")]
+        quiet = nodes[2]
+
+        def advance(seconds: int, beating: list[str]) -> None:
+            for _ in range(seconds // 10):
+                env.skew[0] += timedelta(seconds=10)
+                with env.db.write() as s:
+                    for uid in beating:
+                        op_repo.heartbeat(s, uid, utcnow() + env.skew[0])
+                env.conductor.run_once()
+                time.sleep(0.02)
+
+        advance(20, nodes)  # every agent reports
+        assert env.world.api_calls().get("reboot") is None
+        advance(20, nodes[:2])  # the third goes quiet: not yet past the 30 s
+        assert env.world.api_calls().get("reboot") is None
+        advance(30, nodes[:2])
+        assert env.world.api_calls().get("reboot") == 1
+        status, reason = cond.health_status(env.group(cid, "w").conditions)
+        assert status == "UNHEALTHY"
+        assert "its agent has not reported for over 30 s" in reason["nodes"]
+        repairing = [e.message for e in env.events(cid) if e.reason == "Repairing"]
+        assert len(repairing) == 1 and env.nodes(cid, "w")[2].uuid == quiet
+        advance(60, nodes)  # back after its reboot: no rebuild, no replacement
+        assert env.world.api_calls().get("rebuild") is None
+        assert [n.uuid for n in env.nodes(cid, "w")] == nodes
+        assert cond.health_status(env.group(cid, "w").conditions)[0] == "HEALTHY"
+
+
 def test_when_most_agents_fall_silent_repairs_stop_and_say_so(tmp_path: Path) -> None:
     with env_at(f"sqlite:///{tmp_path / 'shoal.db'}", agents=True) as env:
         policy = {"startup_timeout_s": 60, "unhealthy_timeout_s": 30}
