@@ -204,6 +204,17 @@ def test_a_clusters_servers_are_made_in_its_creators_project_through_a_trust(
         assert len(servers) == 3, [s.name for s in servers]
         assert {s.metadata["shoal-deployment"] for s in servers} == {deployment}
         assert provider_project.servers() == []
+        # each server in its node group's server group, made in the user's project too
+        groups = {g.name.split("@")[0]: g for g in user_project.server_groups()}
+        assert provider_project.server_groups() == []
+        assert {g.policy for g in groups.values()} == {"anti-affinity", "soft-anti-affinity"}
+        members = {m for g in groups.values() for m in g.member_ids}
+        assert members == {str(s.id) for s in servers}
+        for s in servers:
+            assert s.metadata["shoal-nodegroup"] and any(
+                str(s.id) in g.member_ids and name == f"shoal-{s.metadata['shoal-nodegroup']}"
+                for name, g in groups.items()
+            ), s.name
         user_id = str(servers[0].user_id)  # the trust impersonates its creator
         trusts = _trusts_of(cloud, user_id)
         assert [t["trustor_user_id"] for t in trusts] == [user_id]
