@@ -121,9 +121,7 @@ def build_runtime(settings: Settings, *, with_conductor: bool | None = None) -> 
         raise
     # Clusters' Keystone trusts: read (and unsealed) by the drivers that act with them,
     # removed from Keystone when their cluster goes.
-    delegations = StoredDelegations(
-        db, lambda: keys.load(settings), getattr(authenticator, "undelegate", None)
-    )
+    delegations = StoredDelegations(db, lambda: keys.load(settings), authenticator.undelegate)
     try:
         providers = registry.build(settings, delegations)
     except BaseException:

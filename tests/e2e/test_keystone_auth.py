@@ -29,6 +29,7 @@ from tests.support.process import SHOAL, serving, shoal_env
 from tests.support.server import free_port
 
 pytestmark = OPENSTACK_MARKS
+LATEST = {"OpenStack-API-Version": "container-infra latest"}
 
 
 @dataclass
@@ -179,9 +180,11 @@ def test_a_clusters_servers_are_made_in_its_creators_project_through_a_trust(
     openstack_cloud: OpenStackCloud, tmp_path: Path
 ) -> None:
     """An OpenStack provider whose own entry is a project of shoal's; a user of another
-    project creates a cluster with `openstack coe`: its servers (and their server
-    groups) are in the user's project, none in the provider's; deleting it leaves both
-    projects empty and removes the trust."""
+    project creates a heterogeneous cluster with `openstack coe` (3 masters over two
+    zones, two worker groups of different flavors, from a template of node group
+    templates made with the user's Keystone token): its servers, each in its zone and
+    its group's server group, are in the user's project, none in the provider's;
+    deleting it leaves both projects empty and removes the trust."""
     cloud = openstack_cloud
     provider_project = shoal_project(cloud, "ks-prov")
     deployment = f"ks-{uuid.uuid4().hex[:8]}"
@@ -192,29 +195,59 @@ def test_a_clusters_servers_are_made_in_its_creators_project_through_a_trust(
     user_project = shoal_project(cloud, "ks-user")
     user = user_project.creds
     with keystone_shoal(cloud, tmp_path, provider) as dep:
-        ok(user, "coe", "cluster", "template", "create", "nova-k8s", "--coe", "kubernetes",
-           "--image", cloud.image_name, "--external-network", "public",
-           "--fixed-network", cloud.network_id, "--flavor", "m1.small",
-           "--master-flavor", "m1.small")  # fmt: skip
+        het = {
+            "name": "nova-het", "coe": "kubernetes", "image_id": cloud.image_name,
+            "external_network_id": "public", "fixed_network": cloud.network_id,
+            "flavor_id": "m1.small", "master_flavor_id": "m1.small",
+            "node_group_templates": [
+                {"name": "masters", "role": "master", "availability_zones": ["az1", "az2"]},
+                {"name": "small", "flavor_id": "m1.small", "availability_zones": ["az1"]},
+                {"name": "medium", "flavor_id": "m1.medium", "node_count": 1,
+                 "availability_zones": ["az2"]},
+            ],
+        }  # fmt: skip
+        headers = {"X-Auth-Token": token_of(user), **LATEST}
+        r = httpx.post(f"{dep.url}/v1/clustertemplates", json=het, headers=headers, timeout=30)
+        assert r.status_code == 201, r.text
         made = openstack(user, "coe", "cluster", "create", "mine", "--cluster-template",
-                         "nova-k8s", "--master-count", "1", "--node-count", "2")  # fmt: skip
+                         "nova-het", "--master-count", "3", "--node-count", "2")  # fmt: skip
         assert made.returncode == 0, made.stderr
         wait_status(user, "mine", "CREATE_COMPLETE")
         servers = user_project.servers()
-        assert len(servers) == 3, [s.name for s in servers]
+        assert len(servers) == 6, [s.name for s in servers]
         assert {s.metadata["shoal-deployment"] for s in servers} == {deployment}
         assert provider_project.servers() == []
-        # each server in its node group's server group, made in the user's project too
+        nodes = {
+            n["uuid"]: n
+            for n in httpx.get(
+                f"{dep.url}/v1/clusters/mine/nodes", headers=headers, timeout=30
+            ).json()["nodes"]
+        }
+        ngs = {
+            g["uuid"]: g["name"]
+            for g in httpx.get(
+                f"{dep.url}/v1/clusters/mine/nodegroups", headers=headers, timeout=30
+            ).json()["nodegroups"]
+        }
         groups = {g.name.split("@")[0]: g for g in user_project.server_groups()}
         assert provider_project.server_groups() == []
-        assert {g.policy for g in groups.values()} == {"anti-affinity", "soft-anti-affinity"}
-        members = {m for g in groups.values() for m in g.member_ids}
-        assert members == {str(s.id) for s in servers}
-        for s in servers:
-            assert s.metadata["shoal-nodegroup"] and any(
-                str(s.id) in g.member_ids and name == f"shoal-{s.metadata['shoal-nodegroup']}"
-                for name, g in groups.items()
-            ), s.name
+        for server in servers:  # in its zone, of its flavor, in its group's server group
+            node = nodes[server.metadata["shoal-node"]]
+            assert server.availability_zone == node["availability_zone"]
+            assert server.flavor.original_name == node["flavor_id"]
+            ng = server.metadata["shoal-nodegroup"]
+            assert str(server.id) in groups[f"shoal-{ng}"].member_ids, server.name
+        by_group: dict[str, list[Any]] = {}
+        for n in nodes.values():
+            by_group.setdefault(n["nodegroup_name"], []).append(n)
+        assert {g: len(ns) for g, ns in by_group.items()} == {"masters": 3, "small": 2, "medium": 1}
+        assert {n["availability_zone"] for n in by_group["masters"]} == {"az1", "az2"}
+        assert {n["flavor_id"] for n in by_group["medium"]} == {"m1.medium"}
+        policies = {ngs[name.removeprefix("shoal-")]: g.policy for name, g in groups.items()}
+        assert policies == {
+            "masters": "anti-affinity", "small": "soft-anti-affinity",
+            "medium": "soft-anti-affinity",
+        }  # fmt: skip
         user_id = str(servers[0].user_id)  # the trust impersonates its creator
         trusts = _trusts_of(cloud, user_id)
         assert [t["trustor_user_id"] for t in trusts] == [user_id]

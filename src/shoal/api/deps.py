@@ -95,9 +95,7 @@ def delegation(request: Request, who: Caller) -> Iterator[tuple[str, str] | None
     the request fails. None in the other modes (or with trusts off), and for a caller
     the policy refuses (the service says why)."""
     auth = runtime(request).auth
-    made = None
-    if hasattr(auth, "delegate") and policy.allowed(who, "cluster:create"):
-        made = auth.delegate(request.headers, who)
+    made = auth.delegate(request.headers, who) if policy.allowed(who, "cluster:create") else None
     if made is None:
         yield None
         return

@@ -29,7 +29,29 @@ class Authenticator(Protocol):
         """Drop what is cached (a token was revoked in this process)."""
         ...
 
+    def delegate(self, headers: Mapping[str, str], principal: Principal) -> dict[str, str] | None:
+        """At a cluster create: a credential with which the conductor acts for the caller
+        in the caller's project (a Keystone trust), or None where the mode has none (the
+        provider's own identity is used). Unavailable (503) when it cannot be made now."""
+        ...
+
+    def undelegate(self, credential: Mapping[str, str]) -> None:
+        """Remove a credential `delegate` made (its cluster is gone); gone already is
+        done. Unavailable when it cannot be done now."""
+        ...
+
     def close(self) -> None: ...
+
+
+class NoDelegation:
+    """For the modes whose callers cannot lend shoal a credential (`local`, `none`):
+    clusters use their provider's own identity."""
+
+    def delegate(self, headers: Mapping[str, str], principal: Principal) -> dict[str, str] | None:
+        return None
+
+    def undelegate(self, credential: Mapping[str, str]) -> None:
+        return None
 
 
 def token_of(headers: Mapping[str, str]) -> str | None:

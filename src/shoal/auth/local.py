@@ -22,7 +22,7 @@ MISSING = (
 )
 
 
-class LocalTokens:
+class LocalTokens(auth.NoDelegation):
     def __init__(self, db: Database, cache_seconds: float) -> None:
         self.db = db
         self.cache_seconds = cache_seconds
