@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from shoal.drivers.contract import MachineSpec, MachineState
+from shoal.drivers.sim import tables
 from shoal.drivers.sim.clock import ManualClock, SystemClock
 from shoal.drivers.sim.driver import SimDriver
 from shoal.drivers.sim.world import SimWorld
@@ -161,3 +162,26 @@ def test_separate_processes_share_one_world(tmp_path: Path) -> None:
     assert [p.wait(timeout=60) for p in procs] == [0, 0]
     assert w.quota("p")["usage"]["instances"] == 150  # one quota across processes
     assert len(w.find({})) == 150
+
+
+def test_a_servers_user_data_lives_as_long_as_its_row(tmp_path: Path) -> None:
+    """Written with the create, replaced when a gone id is created again, purged with
+    its row, and an orphan left by an older world is dropped when it is opened."""
+    url = f"sqlite:///{tmp_path / 'sim.db'}"
+    world = SimWorld.open(url, FAST, ManualClock())
+    world.create(spec(1, user_data="#cloud-config A"))
+    assert world.user_data("m-1") == "#cloud-config A"
+    world.delete("m-1")  # gone at once (delete_seconds 0)
+    world.create(spec(1, user_data="#cloud-config B"))  # the id is free again
+    assert world.user_data("m-1") == "#cloud-config B"
+    world.delete("m-1")
+    world.create(spec(2, user_data="#cloud-config C"))
+    world.delete("m-2")  # a delete purges what is gone: m-1 and its user data
+    assert world.user_data("m-1") is None
+    with world._txn(write=True) as conn:  # an orphan, as an older world left them
+        conn.execute(tables.user_data.insert().values(machine_id="m-9", user_data="old"))
+    world.close()
+    reopened = SimWorld.open(url, FAST, ManualClock())
+    assert reopened.user_data("m-9") is None
+    reopened.create(spec(9, user_data="#cloud-config D"))  # no conflict with the orphan
+    assert reopened.user_data("m-9") == "#cloud-config D"

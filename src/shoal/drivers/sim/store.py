@@ -13,7 +13,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple, Self
 
-from sqlalchemy import Connection, Engine, insert, select, update
+from sqlalchemy import Connection, Engine, delete, insert, select, update
 from sqlalchemy.exc import OperationalError, ProgrammingError
 
 from shoal.drivers.sim import engine as sim_engine
@@ -58,6 +58,10 @@ class WorldStore:
         world._create_tables()
         with world._txn(write=True) as conn:
             world._init_meta(conn)
+            # user data whose server row is gone (a world written before user data went
+            # with its row): it would block that id's next create
+            ud, servers = tables.user_data, tables.servers
+            conn.execute(delete(ud).where(ud.c.machine_id.not_in(select(servers.c.machine_id))))
         return world
 
     def close(self) -> None:
