@@ -4,6 +4,7 @@ tests) call `build_runtime`; nothing else constructs engines or drivers."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import socket
@@ -121,7 +122,8 @@ def build_runtime(settings: Settings, *, with_conductor: bool | None = None) -> 
         raise
     # Clusters' Keystone trusts: read (and unsealed) by the drivers that act with them,
     # removed from Keystone when their cluster goes.
-    delegations = StoredDelegations(db, lambda: keys.load(settings), authenticator.undelegate)
+    sealer = functools.cache(lambda: keys.load(settings))  # read once, when first needed
+    delegations = StoredDelegations(db, sealer, authenticator.undelegate)
     try:
         providers = registry.build(settings, delegations)
     except BaseException:
@@ -133,13 +135,13 @@ def build_runtime(settings: Settings, *, with_conductor: bool | None = None) -> 
     if settings.conductor if with_conductor is None else with_conductor:
         from shoal.conductor.loop import Conductor
 
-        sealer = keys.load(settings)  # node agents' tokens derive from the deployment's key
+        # node agents' tokens derive from the deployment's key
         runtime.conductor = Conductor(
             db,
             providers,
             settings.conductor_settings,
             api_url=api_url,
-            node_token=sealer.node_token,
+            node_token=sealer().node_token,
             delegations=delegations,
         )
     for p in providers.values():

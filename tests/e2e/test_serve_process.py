@@ -146,19 +146,18 @@ def test_db_migrate_refuses_while_an_idle_server_runs_and_copies_once_it_stopped
     data = tmp_path / "data"
     env = shoal_env(data)
     with throwaway_pg() as target:
+
+        def migrate() -> subprocess.CompletedProcess[str]:
+            cmd = [SHOAL, "db", "migrate", "--to", target]
+            return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+
         port = free_port()
         api_only = {**env, "SHOAL_CONDUCTOR": "false"}
         with serving(api_only, port, tmp_path / "serve.log"):
             httpx.get(
                 f"http://127.0.0.1:{port}/v1/clusters", headers=admin_headers(env)
             ).raise_for_status()
-            done = subprocess.run(
-                [SHOAL, "db", "migrate", "--to", target],
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=120,
-            )
+            done = migrate()
             assert done.returncode == 1, done
             assert "a shoal process still runs on the source (shoal-api" in done.stderr
             assert "stop every shoal process" in done.stderr
@@ -167,11 +166,5 @@ def test_db_migrate_refuses_while_an_idle_server_runs_and_copies_once_it_stopped
                 assert inspect(db.engine).get_table_names() == []  # the target untouched
             finally:
                 db.close()
-        done = subprocess.run(
-            [SHOAL, "db", "migrate", "--to", target],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        done = migrate()
         assert done.returncode == 0, done.stderr

@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 
 from shoal.db import credentials, migrations
 from shoal.db.engine import Database
-from shoal.db.tables import ClusterCredentialRow, ClusterRow
+from shoal.db.tables import ClusterCARow, ClusterCredentialRow, ClusterRow
 from shoal.db.types import utcnow
 from shoal.domain.errors import Conflict
 from shoal.domain.sealing import Sealer, new_secret
@@ -63,7 +63,7 @@ def test_a_trust_sealed_with_another_key_is_refused_and_nothing_is_written(
     source, target = deployment(tmp_path / "a.db"), deployment(tmp_path / "b.db")
     with_trusted_cluster(source, theirs)
     with source.read() as s:  # only the trust is sealed: no CA made yet
-        assert s.scalar(select(func.count()).select_from(ClusterCredentialRow)) == 1
+        assert s.scalar(select(func.count()).select_from(ClusterCARow)) == 0
     doc = exchange.export_document(source, theirs.key_id)
 
     with pytest.raises(Conflict, match="sealed with secret key"):

@@ -186,40 +186,50 @@ def test_bad_strategy_labels_are_refused() -> None:
         specs.labels("labels", {"ostree_ref": "--force"})
 
 
+def with_health(env: Env, name: str, count: int, startup_timeout_s: int) -> str:
+    """A complete cluster whose group `w` of `count` expects agents with this health
+    policy (unhealthy after 30 s of silence); its uuid."""
+    policy = {"startup_timeout_s": startup_timeout_s, "unhealthy_timeout_s": 30}
+    groups = [
+        WORKERS[0],
+        {"name": "w", "flavor_id": "m1.small", "node_count": count, "health_policy": policy},
+    ]
+    cid = env.create(name, groups)
+    env.step_until(env.complete(cid))
+    return cid
+
+
+def beat(env: Env, nodes: list[str]) -> None:
+    """These nodes' agents report, at the conductor's time."""
+    with env.db.write() as s:
+        for uid in nodes:
+            op_repo.heartbeat(s, uid, utcnow() + env.skew[0])
+
+
+def advance(env: Env, seconds: int, beating: list[str]) -> None:
+    """Ten seconds at a time: the `beating` agents report, the conductor passes."""
+    for _ in range(seconds // 10):
+        env.skew[0] += timedelta(seconds=10)
+        beat(env, beating)
+        env.conductor.run_once()
+        time.sleep(0.02)
+
+
 def test_a_node_whose_agent_falls_silent_climbs_the_repair_ladder(tmp_path: Path) -> None:
     """Agents expected: the two nodes whose agents report stay; the silent one is
     rebooted, then rebuilt, then replaced, each rung given the unhealthy timeout."""
     with env_at(f"sqlite:///{tmp_path / 'shoal.db'}", agents=True) as env:
-        policy = {"startup_timeout_s": 60, "unhealthy_timeout_s": 30}
-        groups = [
-            WORKERS[0],
-            {"name": "w", "flavor_id": "m1.small", "node_count": 3, "health_policy": policy},
-        ]
-        cid = env.create("heal", groups)
-        env.step_until(env.complete(cid))
+        cid = with_health(env, "heal", 3, startup_timeout_s=60)
         talking = [n.uuid for n in env.nodes(cid, "w")[:2]]
         silent = env.nodes(cid, "w")[2]
-
-        def beat() -> None:  # their agents' heartbeats, at the conductor's time
-            with env.db.write() as s:
-                for uid in talking:
-                    op_repo.heartbeat(s, uid, utcnow() + env.skew[0])
-
-        def advance(seconds: int) -> None:
-            for _ in range(seconds // 10):
-                env.skew[0] += timedelta(seconds=10)
-                beat()
-                env.conductor.run_once()
-                time.sleep(0.02)
-
-        beat()
-        advance(70)  # past the startup timeout: the silent node is rebooted
+        beat(env, talking)
+        advance(env, 70, talking)  # past the startup timeout: the silent node is rebooted
         assert env.world.api_calls().get("reboot") == 1
         status, reason = cond.health_status(env.group(cid, "w").conditions)
         assert status == "UNHEALTHY" and "its agent never reported" in reason["nodes"]
-        advance(40)  # the reboot's time is up: rebuilt
+        advance(env, 40, talking)  # the reboot's time is up: rebuilt
         assert env.world.api_calls().get("rebuild") == 1
-        advance(40)  # then replaced
+        advance(env, 40, talking)  # then replaced
         env.step_until(lambda: silent.uuid not in {n.uuid for n in env.nodes(cid, "w")})
         assert set(talking) <= {n.uuid for n in env.nodes(cid, "w")}  # the others untouched
         assert env.world.api_calls().get("reboot") == 1
@@ -236,37 +246,21 @@ def test_a_node_whose_agent_stops_reporting_is_rebooted_and_healthy_again_once_i
     the unhealthy timeout its node is rebooted, only that one, and once its agent
     reports again nothing further is done to it."""
     with env_at(f"sqlite:///{tmp_path / 'shoal.db'}", agents=True) as env:
-        policy = {"startup_timeout_s": 600, "unhealthy_timeout_s": 30}
-        groups = [
-            WORKERS[0],
-            {"name": "w", "flavor_id": "m1.small", "node_count": 3, "health_policy": policy},
-        ]
-        cid = env.create("quiet", groups)
-        env.step_until(env.complete(cid))
+        cid = with_health(env, "quiet", 3, startup_timeout_s=600)
         nodes = [n.uuid for n in env.nodes(cid, "w")]
         quiet = nodes[2]
-
-        def advance(seconds: int, beating: list[str]) -> None:
-            for _ in range(seconds // 10):
-                env.skew[0] += timedelta(seconds=10)
-                with env.db.write() as s:
-                    for uid in beating:
-                        op_repo.heartbeat(s, uid, utcnow() + env.skew[0])
-                env.conductor.run_once()
-                time.sleep(0.02)
-
-        advance(20, nodes)  # every agent reports
+        advance(env, 20, nodes)  # every agent reports
         assert env.world.api_calls().get("reboot") is None
-        advance(20, nodes[:2])  # the third goes quiet: not yet past the 30 s
+        advance(env, 20, nodes[:2])  # the third goes quiet: not yet past the 30 s
         assert env.world.api_calls().get("reboot") is None
-        advance(30, nodes[:2])
+        advance(env, 30, nodes[:2])
         assert env.world.api_calls().get("reboot") == 1
         status, reason = cond.health_status(env.group(cid, "w").conditions)
         assert status == "UNHEALTHY"
         assert "its agent has not reported for over 30 s" in reason["nodes"]
         repairing = [e.message for e in env.events(cid) if e.reason == "Repairing"]
         assert len(repairing) == 1 and env.nodes(cid, "w")[2].uuid == quiet
-        advance(60, nodes)  # back after its reboot: no rebuild, no replacement
+        advance(env, 60, nodes)  # back after its reboot: no rebuild, no replacement
         assert env.world.api_calls().get("rebuild") is None
         assert [n.uuid for n in env.nodes(cid, "w")] == nodes
         assert cond.health_status(env.group(cid, "w").conditions)[0] == "HEALTHY"
@@ -274,24 +268,10 @@ def test_a_node_whose_agent_stops_reporting_is_rebooted_and_healthy_again_once_i
 
 def test_when_most_agents_fall_silent_repairs_stop_and_say_so(tmp_path: Path) -> None:
     with env_at(f"sqlite:///{tmp_path / 'shoal.db'}", agents=True) as env:
-        policy = {"startup_timeout_s": 60, "unhealthy_timeout_s": 30}
-        groups = [
-            WORKERS[0],
-            {"name": "w", "flavor_id": "m1.small", "node_count": 4, "health_policy": policy},
-        ]
-        cid = env.create("mass", groups)
-        env.step_until(env.complete(cid))
+        cid = with_health(env, "mass", 4, startup_timeout_s=60)
         everyone = [n.uuid for n in env.nodes(cid, "w")]
-        with env.db.write() as s:  # every agent reported once
-            for uid in everyone:
-                op_repo.heartbeat(s, uid, utcnow() + env.skew[0])
-        for _ in range(10):  # then two of the four stay silent (50 % > 40 %)
-            env.skew[0] += timedelta(seconds=10)
-            with env.db.write() as s:
-                for uid in everyone[:2]:
-                    op_repo.heartbeat(s, uid, utcnow() + env.skew[0])
-            env.conductor.run_once()
-            time.sleep(0.02)
+        beat(env, everyone)  # every agent reported once
+        advance(env, 100, everyone[:2])  # then two of the four stay silent (50 % > 40 %)
         g = env.group(cid, "w")
         assert g.status.endswith("FAILED"), g.status
         assert "repairs stopped: 2 of 4 node(s) are unhealthy" in (g.status_reason or "")

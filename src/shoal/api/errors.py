@@ -90,7 +90,7 @@ def install(app: FastAPI) -> None:
     async def _domain(request: Request, exc: e.ShoalError) -> JSONResponse:
         response = respond(request, status_of(exc), exc.message)
         if isinstance(exc, e.NotAuthenticated):  # where to get a token (Keystone's uri)
-            challenge = getattr(request.app.state.runtime.auth, "challenge", None)
+            challenge = request.app.state.runtime.auth.challenge
             if challenge:
                 response.headers["WWW-Authenticate"] = challenge
         return response

@@ -16,12 +16,9 @@ Keystone that cannot be reached is Unavailable (503).
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import threading
-import time
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from keystoneauth1 import exceptions as ks_exceptions
@@ -36,7 +33,6 @@ from shoal.domain.policy import Principal
 from shoal.settings import KeystoneSettings, SettingsError
 
 log = logging.getLogger(__name__)
-CACHE_MAX = 10_000
 SERVICE_TYPE = "container-infra"
 INTERFACES = ("public", "internal", "admin")
 IDENTITY = {"service_type": "identity", "interface": "public"}
@@ -72,9 +68,8 @@ class KeystoneTokens:
         self.session, config = open_session(settings)
         self.auth_url = str((config.get("auth") or {}).get("auth_url", ""))
         self.region = config.get("region_name") or settings.region_name
-        self.challenge = f'Keystone uri="{self.auth_url}"'
-        self._cache: dict[str, tuple[Principal, float]] = {}
-        self._lock = threading.Lock()
+        self.challenge: str | None = f'Keystone uri="{self.auth_url}"'
+        self._cache = auth.PrincipalCache(settings.cache_seconds)
 
     # -- who is asking ------------------------------------------------------------
 
@@ -85,21 +80,12 @@ class KeystoneTokens:
                 "Authentication required: send a Keystone token in X-Auth-Token "
                 "(openstack token issue)"
             )
-        key = hashlib.sha256(token.encode()).hexdigest()
-        now = time.monotonic()
-        with self._lock:
-            hit = self._cache.get(key)
-        if hit is not None and hit[1] > now:
-            return hit[0]
-        body = self._validate(token)
-        principal, expires_at = principal_of(body)
-        until = now + self.settings.cache_seconds
-        if expires_at is not None:
-            until = min(until, now + (expires_at - datetime.now(UTC)).total_seconds())
-        with self._lock:
-            if len(self._cache) >= CACHE_MAX:
-                self._cache.clear()
-            self._cache[key] = (principal, until)
+        key = auth.key_of(token)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        principal, expires_at = principal_of(self._validate(token))
+        self._cache.put(key, principal, expires_at)
         return principal
 
     def _validate(self, token: str) -> dict[str, Any]:
@@ -122,8 +108,7 @@ class KeystoneTokens:
         return data
 
     def forget(self) -> None:
-        with self._lock:
-            self._cache.clear()
+        self._cache.clear()
 
     def close(self) -> None:
         self.forget()

@@ -3,8 +3,6 @@ digest and trusted for `cache_seconds` by this process (never past their expiry)
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Mapping
 
 from shoal import auth
@@ -15,7 +13,6 @@ from shoal.domain import policy, tokens
 from shoal.domain.errors import NotAuthenticated
 from shoal.domain.policy import Principal
 
-CACHE_MAX = 10_000  # tokens trusted at once; the cache starts again when full
 MISSING = (
     "Authentication required: send a token in X-Auth-Token (shoal token create; the first "
     "admin token is in the data directory's admin-token file)"
@@ -25,44 +22,32 @@ MISSING = (
 class LocalTokens(auth.NoDelegation):
     def __init__(self, db: Database, cache_seconds: float) -> None:
         self.db = db
-        self.cache_seconds = cache_seconds
-        self._cache: dict[str, tuple[Principal, float]] = {}
-        self._lock = threading.Lock()
+        self._cache = auth.PrincipalCache(cache_seconds)
 
     def authenticate(self, headers: Mapping[str, str]) -> Principal:
         token = auth.token_of(headers)
         if not token:
             raise NotAuthenticated(MISSING)
-        key = tokens.digest(token)
-        now = time.monotonic()
-        with self._lock:
-            hit = self._cache.get(key)
-        if hit is not None and hit[1] > now:
-            return hit[0]
+        key = auth.key_of(token)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
         if not tokens.well_formed(token):
             raise NotAuthenticated("The token is not one shoal issued (it is malformed)")
         with self.db.read() as s:
-            info = repo.by_token(s, token)
-        wall = utcnow()
+            info = repo.by_digest(s, key)
         if info is None:
             raise NotAuthenticated("The token is not one shoal issued, or it was deleted")
         if info.revoked_at is not None:
             raise NotAuthenticated(f"The token {info.hint}... was revoked")
-        if info.expires_at is not None and info.expires_at <= wall:
+        if info.expires_at is not None and info.expires_at <= utcnow():
             raise NotAuthenticated(f"The token {info.hint}... expired; ask for a new one")
         principal = Principal(info.project_id, info.user_id, policy.roles_of([info.role]))
-        until = now + self.cache_seconds
-        if info.expires_at is not None:
-            until = min(until, now + (info.expires_at - wall).total_seconds())
-        with self._lock:
-            if len(self._cache) >= CACHE_MAX:
-                self._cache.clear()
-            self._cache[key] = (principal, until)
+        self._cache.put(key, principal, info.expires_at)
         return principal
 
     def forget(self) -> None:
-        with self._lock:
-            self._cache.clear()
+        self._cache.clear()
 
     def close(self) -> None:
         self.forget()

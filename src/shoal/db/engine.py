@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Table, create_engine, event
+from sqlalchemy import Connection, Engine, Table, create_engine, event, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import make_url
@@ -47,6 +47,17 @@ def dialect_of(executor: Executor) -> str:
     if isinstance(executor, Connection):
         return executor.dialect.name
     return executor.get_bind().dialect.name
+
+
+_XACT_LOCK = text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))")
+
+
+def xact_lock(executor: Executor, key: str) -> None:
+    """Serialize, until the transaction ends, every transaction that takes the lock
+    `key` (PostgreSQL: several processes may run at once). SQLite needs nothing: its
+    write transactions (BEGIN IMMEDIATE) already run one at a time."""
+    if dialect_of(executor) == "postgresql":
+        executor.execute(_XACT_LOCK, {"key": key})
 
 
 def normalize_url(url: str) -> str:

@@ -66,14 +66,12 @@ def _ident(key: str, raw: Any) -> str:
     return v.string(key, raw) or ""
 
 
-def parse(
-    raw: Any, field_name: str, refs: Sequence[str] = REFS, extra: frozenset[str] = frozenset()
-) -> Entry:
+def parse(raw: Any, field_name: str, refs: Sequence[str] = REFS) -> Entry:
     """An entry: `name` + node group attributes, or one of `refs` naming a source
     (then `name` may be left out) + attributes over it. Both refs: Invalid."""
     if not isinstance(raw, Mapping):
         raise Invalid(f"{field_name} entries must be objects", field_name)
-    v.reject_unknown(field_name, raw, specs.NODEGROUP_KEYS | {"name", *refs} | extra)
+    v.reject_unknown(field_name, raw, specs.NODEGROUP_KEYS | {"name", *refs})
     given = [k for k in refs if raw.get(k) is not None]
     if len(given) > 1:
         raise Invalid(f"{field_name}: give {' or '.join(given)}, not both", given[1])

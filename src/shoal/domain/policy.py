@@ -54,7 +54,6 @@ RULES: dict[str, str] = {
     "stats:get": READER,
     "quota:get": READER,
     # the deployment's business
-    "quota:create": ADMIN,
     "quota:update": ADMIN,
     "quota:delete": ADMIN,
     "quota:get_all": ADMIN,
@@ -131,5 +130,5 @@ def enforce(principal: Principal, rule: str) -> None:
             f"Policy doesn't allow {rule} to be performed: it needs the {need} role in "
             f"project {principal.project_id} (the token has {have})"
         )
-    if principal.all_projects and not principal.is_admin:
+    if principal.all_projects and not allowed(principal, "all_projects"):
         raise Forbidden("Policy doesn't allow all_projects: listing every project needs admin")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy.orm import Session
+
 from shoal.db.engine import Database
 from shoal.db.repo import tokens as repo
 from shoal.db.types import utcnow
@@ -73,32 +75,26 @@ def first_admin(db: Database, project_id: str) -> str | None:
         repo.lock(s)
         if repo.count(s):
             return None
-        token = tokens.new()
-        repo.insert(
-            s,
-            token,
-            project_id=project_id,
-            user_id=BOOTSTRAP_USER,
-            role=policy.ADMIN,
-            now=utcnow(),
-            description="made on first start",
-            created_by="shoal",
-        )
-    return token
+        return _admin(s, project_id, "made on first start", "shoal")
 
 
 def recovery_admin(db: Database, project_id: str, description: str) -> str:
     """A new admin token whatever exists (`shoal token bootstrap`: a lost admin token)."""
-    token = tokens.new()
     with db.write() as s:
-        repo.insert(
-            s,
-            token,
-            project_id=project_id,
-            user_id=BOOTSTRAP_USER,
-            role=policy.ADMIN,
-            now=utcnow(),
-            description=description,
-            created_by="shoal token bootstrap",
-        )
+        return _admin(s, project_id, description, "shoal token bootstrap")
+
+
+def _admin(s: Session, project_id: str, description: str, created_by: str) -> str:
+    """A new admin token of the bootstrap user, stored; the token (shown once)."""
+    token = tokens.new()
+    repo.insert(
+        s,
+        token,
+        project_id=project_id,
+        user_id=BOOTSTRAP_USER,
+        role=policy.ADMIN,
+        now=utcnow(),
+        description=description,
+        created_by=created_by,
+    )
     return token

@@ -7,15 +7,11 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 
-from shoal.api import deps, schemas
+from shoal.api import deps, schemas, serializers
 from shoal.domain.tokens import TokenInfo
 from shoal.services import tokens
 
 router = APIRouter(prefix="/tokens", tags=["tokens"])
-
-
-def _ts(value: Any) -> str | None:
-    return value.isoformat() if value is not None else None
 
 
 def _view(request: Request, info: TokenInfo) -> dict[str, Any]:
@@ -27,9 +23,9 @@ def _view(request: Request, info: TokenInfo) -> dict[str, Any]:
         "role": info.role,
         "description": info.description,
         "created_by": info.created_by,
-        "created_at": _ts(info.created_at),
-        "expires_at": _ts(info.expires_at),
-        "revoked_at": _ts(info.revoked_at),
+        "created_at": serializers.ts(info.created_at),
+        "expires_at": serializers.ts(info.expires_at),
+        "revoked_at": serializers.ts(info.revoked_at),
         "links": deps.links(request, f"tokens/{info.uuid}"),
     }
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from sqlalchemy import bindparam, select, text
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
-from shoal.db.engine import dialect_of
+from shoal.db.engine import xact_lock
 from shoal.db.tables import QuotaRow
 from shoal.db.types import utcnow
 
@@ -18,15 +18,11 @@ _FIND = select(QuotaRow).where(
 )
 
 
-_LOCK = text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))")
-
-
 def lock_project(session: Session, project_id: str) -> None:
     """Serialize quota checks of one project until the transaction ends, so that two
     concurrent creates cannot both pass a count of limit - 1. SQLite needs nothing: its
     write transactions (BEGIN IMMEDIATE) already run one at a time."""
-    if dialect_of(session) == "postgresql":
-        session.execute(_LOCK, {"key": f"quota:{project_id}"})
+    xact_lock(session, f"quota:{project_id}")
 
 
 def find(session: Session, project_id: str, resource: str) -> QuotaRow | None:

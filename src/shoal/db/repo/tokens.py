@@ -5,10 +5,10 @@ from __future__ import annotations
 import uuid as uuidlib
 from datetime import datetime
 
-from sqlalchemy import bindparam, func, select, text
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
 
-from shoal.db.engine import dialect_of
+from shoal.db.engine import xact_lock
 from shoal.db.tables import ApiTokenRow
 from shoal.domain import tokens
 from shoal.domain.errors import NotFound
@@ -61,17 +61,17 @@ def insert(
     return _info(row)
 
 
-def by_token(session: Session, token: str) -> tokens.TokenInfo | None:
-    """The token's record (usable or not), or None for a token shoal never issued."""
-    row = session.scalars(_BY_DIGEST, {"digest": tokens.digest(token)}).first()
+def by_digest(session: Session, digest: str) -> tokens.TokenInfo | None:
+    """The record of the token with this digest (usable or not), or None for a token
+    shoal never issued."""
+    row = session.scalars(_BY_DIGEST, {"digest": digest}).first()
     return _info(row) if row is not None else None
 
 
 def lock(session: Session) -> None:
     """Serialize first-start checks until the transaction ends (PostgreSQL: several
     processes may start at once; SQLite's write transactions already run one at a time)."""
-    if dialect_of(session) == "postgresql":
-        session.execute(text("SELECT pg_advisory_xact_lock(hashtextextended('api_tokens', 0))"))
+    xact_lock(session, "api_tokens")
 
 
 def count(session: Session) -> int:

@@ -168,15 +168,19 @@ class DelegatedIdentity:
             return known[1]
 
     def connections(self) -> list[Connection]:
-        """The provider's, and the trusts' of clusters that still have theirs (the
-        connections of trusts gone with their clusters are closed here)."""
+        """The provider's, and one per project among the trusts of clusters that still
+        have theirs (a project's clusters see the same things there); the connections
+        of trusts gone with their clusters are closed here."""
         with self._lock:
             held = dict(self._conns)
-        live = []
+        live, projects = [], set()
         for cluster_id, (trust_id, conn) in held.items():
             found = self._delegations.of(cluster_id)
             if found is not None and found.values.get("trust_id") == trust_id:
-                live.append(conn)
+                project = found.values.get("project_id")
+                if project not in projects:
+                    projects.add(project)
+                    live.append(conn)
                 continue
             with self._lock:
                 if self._conns.get(cluster_id, (None,))[0] == trust_id:

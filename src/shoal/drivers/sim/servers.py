@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import bindparam, delete, insert, select
+
 from shoal.drivers import contract
 from shoal.drivers.contract import MachineState
 from shoal.drivers.sim import tables
@@ -114,3 +116,13 @@ def view(row: Sequence[Any], now: float) -> SimServer | None:
         fault=fault if error else None,
         project=project,
     )
+
+
+# A server's user data lives as long as its row: written once at its create (one
+# statement), removed when its id is freed or its row purged.
+_S, _UD = tables.servers, tables.user_data
+ADD_USER_DATA = insert(_UD)
+FORGET_USER_DATA = delete(_UD).where(_UD.c.machine_id == bindparam("mid"))
+PURGE_USER_DATA = delete(_UD).where(
+    _UD.c.machine_id.in_(select(_S.c.machine_id).where(_S.c.gone_at <= bindparam("now")))
+)

@@ -22,10 +22,10 @@ from shoal.drivers.contract import (
 )
 from shoal.drivers.sim import catalog, tables
 from shoal.drivers.sim.faults import jittered
-from shoal.drivers.sim.servers import ROW, SimServer, view
+from shoal.drivers.sim.servers import ADD_USER_DATA, FORGET_USER_DATA, ROW, SimServer, view
 from shoal.drivers.sim.store import WorldStore
 
-_S, _V, _UD = tables.servers, tables.vms, tables.user_data
+_S, _V = tables.servers, tables.vms
 VM_FLAVOR = "vm"  # a VM's flavor column: it counts against its host, not a quota
 HOST_DOWN = "the virt host {host} this VM runs on is down"
 
@@ -58,8 +58,9 @@ class VmOps(WorldStore):
         row = conn.execute(select(*ROW).where(_S.c.machine_id == spec.machine_id)).first()
         if row is not None and (found := view(row, now)) is not None:
             return found
-        if row is not None:
+        if row is not None:  # gone: the id is free
             conn.execute(delete(_S).where(_S.c.seq == row.seq))
+            conn.execute(FORGET_USER_DATA, {"mid": spec.machine_id})
         host = conn.execute(select(*ROW).where(_S.c.machine_id == host_id)).first()
         seen = view(host, now) if host is not None else None
         zone = spec.availability_zone or ""
@@ -94,8 +95,9 @@ class VmOps(WorldStore):
         conn.execute(delete(_V).where(_V.c.machine_id == spec.machine_id))
         conn.execute(insert(_V).values(machine_id=spec.machine_id, host=host_id, xml=xml))
         if spec.user_data:
-            conn.execute(delete(_UD).where(_UD.c.machine_id == spec.machine_id))
-            conn.execute(insert(_UD).values(machine_id=spec.machine_id, user_data=spec.user_data))
+            conn.execute(
+                ADD_USER_DATA, {"machine_id": spec.machine_id, "user_data": spec.user_data}
+            )
         made = view([pk[0] if c.name == "seq" else values[c.name] for c in ROW], now)
         assert made is not None
         return made

@@ -33,7 +33,14 @@ from shoal.drivers.sim import catalog, limits, tables
 from shoal.drivers.sim.admin import AdminOps
 from shoal.drivers.sim.config import Quota, SimConfig
 from shoal.drivers.sim.faults import FaultKind, FaultRule, Op, jittered, unit
-from shoal.drivers.sim.servers import ROW, SimServer, view
+from shoal.drivers.sim.servers import (
+    ADD_USER_DATA,
+    FORGET_USER_DATA,
+    PURGE_USER_DATA,
+    ROW,
+    SimServer,
+    view,
+)
 from shoal.drivers.sim.vms import VM_FLAVOR, VmOps
 
 _S = tables.servers
@@ -61,13 +68,6 @@ _BY_ID = select(*_ROW).where(_S.c.machine_id == bindparam("mid"))
 _INSERT = insert(_S)
 _FORGET = delete(_S).where(_S.c.seq == bindparam("b_seq"))
 _PURGE = delete(_S).where(_S.c.gone_at <= bindparam("now"))
-# A server's user data lives as long as its row: written once at its create (one
-# statement), removed when its id is freed or its row purged.
-_ADD_UD = insert(_UD)
-_FORGET_UD = delete(_UD).where(_UD.c.machine_id == bindparam("mid"))
-_PURGE_UD = delete(_UD).where(
-    _UD.c.machine_id.in_(select(_S.c.machine_id).where(_S.c.gone_at <= bindparam("now")))
-)
 _MARK_DELETING = (
     update(_S)
     .where(_S.c.seq == bindparam("b_seq"))
@@ -264,7 +264,7 @@ class SimWorld(AdminOps, VmOps):
             if found is not None:
                 return found
             conn.execute(_FORGET, {"b_seq": row.seq})  # gone: the id is free
-            conn.execute(_FORGET_UD, {"mid": spec.machine_id})
+            conn.execute(FORGET_USER_DATA, {"mid": spec.machine_id})
         az = spec.availability_zone
         if az is not None and az not in cfg.availability_zones:
             zones = ", ".join(cfg.availability_zones)
@@ -302,7 +302,9 @@ class SimWorld(AdminOps, VmOps):
         pk = conn.execute(_INSERT, values).inserted_primary_key
         assert pk is not None
         if spec.user_data:
-            conn.execute(_ADD_UD, {"machine_id": spec.machine_id, "user_data": spec.user_data})
+            conn.execute(
+                ADD_USER_DATA, {"machine_id": spec.machine_id, "user_data": spec.user_data}
+            )
         self._add_usage(conn, spec.project_id, az, need, +1)
         return view([pk[0] if c.name == "seq" else values[c.name] for c in _ROW], now)
 
@@ -310,7 +312,7 @@ class SimWorld(AdminOps, VmOps):
         snap = self._load(conn)
         cfg = snap.config
         now = cfg.sim_now(self._clock.now())
-        conn.execute(_PURGE_UD, {"now": now})  # forget finished deletes
+        conn.execute(PURGE_USER_DATA, {"now": now})  # forget finished deletes
         conn.execute(_PURGE, {"now": now})
         row = conn.execute(_BY_ID, {"mid": machine_id}).first()
         if row is None or row.deleting_at is not None:
