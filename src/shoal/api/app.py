@@ -21,6 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from shoal.api import bodylimit, browsers, deps, errors, microversion, openapi
 from shoal.api.routes import (
     agent,
+    caller,
     certificates,
     clusters,
     clustertemplates,
@@ -33,6 +34,7 @@ from shoal.api.routes import (
     tokens,
 )
 from shoal.domain import sealing
+from shoal.web import serving as dashboard
 
 # deadlock_detected, serialization_failure, lock_not_available
 CONFLICT_SQLSTATES = frozenset({"40P01", "40001", "55P03"})
@@ -54,6 +56,7 @@ class NormalizePath:
                 path != "/"
                 and path not in UNVERSIONED
                 and not (path == "/v1" or path.startswith("/v1/"))
+                and not (path == dashboard.PREFIX or path.startswith(dashboard.PREFIX + "/"))
             ):
                 path = "/v1" + path
             if path != scope["path"]:
@@ -226,8 +229,10 @@ def create_app(runtime: Any, sealer: sealing.Sealer | None = None) -> FastAPI:
 
     app.include_router(misc.public, prefix="/v1")
     app.include_router(agent.router, prefix="/v1")  # nodes: their own token each
+    app.include_router(dashboard.router)  # /ui/: static files; their data comes from /v1
     for r in (
         misc.router,
+        caller.router,
         clustertemplates.router,
         nodegrouptemplates.router,
         nodegroups.router,
