@@ -38,9 +38,9 @@ function revisions(nodes) {
 function dl(pairs) {
   const out = h("dl", { class: "facts" });
   const cells = {};
-  for (const [key, label] of pairs) {
+  for (const [key, label, wide] of pairs) {
     cells[key] = h("dd", { dataset: { field: key } });
-    out.append(h("div", {}, h("dt", {}, label), cells[key]));
+    out.append(h("div", { class: wide ? "wide" : null }, h("dt", {}, label), cells[key]));
   }
   return { el: out, cells };
 }
@@ -60,15 +60,15 @@ export function make(ident) {
   const title = h("h1", { id: "cluster-name" }, ident);
   const facts = dl([
     ["status", "status"],
-    ["status_reason", "reason"],
+    ["status_reason", "reason", true],
     ["health_status", "health"],
-    ["health_reason", "health reason"],
+    ["health_reason", "health reason", true],
     ["api_address", "API address"],
     ["kubernetes", "Kubernetes"],
     ["counts", "masters / workers"],
     ["project_id", "project"],
     ["age", "age"],
-    ["faults", "faults"],
+    ["faults", "faults", true],
   ]);
   const clusterActions = h("div", { class: "actions", id: "cluster-actions" });
   const groupsBox = h("div", { id: "groups" });
@@ -165,7 +165,7 @@ export function make(ident) {
       ["zones", "zones"],
       ["counts", "min / desired / max"],
       ["status", "status"],
-      ["status_reason", "reason"],
+      ["status_reason", "reason", true],
       ["health", "health"],
       ["breaker", "repair breaker"],
       ["policy", "surge / unavailable"],

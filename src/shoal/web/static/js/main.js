@@ -50,7 +50,7 @@ function header() {
   document.getElementById("logout").hidden = false;
   document.getElementById("nav").replaceChildren(
     h("a", { href: "#/" }, "Clusters"),
-    can("cluster:create") ? h("a", { href: "#/new", id: "nav-new" }, "New cluster") : null,
+    ...(can("cluster:create") ? [h("a", { href: "#/new", id: "nav-new" }, "New cluster")] : []),
   );
   const box = document.getElementById("project-box");
   box.hidden = !can("all_projects");

@@ -1,0 +1,229 @@
+"""Issue 26: the dashboard in a real browser (Debian's chromium) against a real
+`shoal serve` on the sim: log in, watch a heterogeneous cluster come up live, remove a
+named node, see a cloud's fault verbatim, a reader without buttons, another project's
+cluster out of reach. SHOAL_UI_SCREENSHOTS=DIR saves the main views there (docs/ui/)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.browser import chromium
+from tests.support.process import admin_headers, serving, shoal_env
+from tests.support.server import free_port
+
+pytestmark = [pytest.mark.slow]
+FAULT = "Build of instance aborted: PCI device 0000:3b:00.0 is not available (simulated)"
+HETERO = {
+    "name": "hetero",
+    "image_id": "fedora-coreos-40",
+    "flavor_id": "m1.small",
+    "node_groups": [
+        {"name": "masters", "role": "master", "flavor_id": "m1.medium", "node_count": 1},
+        {"name": "gpu", "flavor_id": "g1.large", "node_count": 2,
+         "availability_zones": ["az-1", "az-2"]},
+        {"name": "ssd", "flavor_id": "s1.large", "node_count": 2},
+    ],
+}  # fmt: skip
+
+
+class Shoal:
+    """One `shoal serve` on the sim with its admin's API client."""
+
+    def __init__(self, port: int, env: dict[str, str]) -> None:
+        self.url = f"http://127.0.0.1:{port}"
+        self.env = env
+        self.api = httpx.Client(base_url=self.url + "/v1", headers=admin_headers(env), timeout=30)
+
+    def token(self, project: str, role: str) -> str:
+        r = self.api.post("/tokens", json={"project_id": project, "role": role})
+        assert r.status_code == 201, r.text
+        return str(r.json()["token"])
+
+    def status(self, cluster: str) -> str:
+        return str(self.api.get(f"/clusters/{cluster}").json()["status"])
+
+    def nodes(self, cluster: str, group: str) -> list[str]:
+        r = self.api.get(f"/clusters/{cluster}/nodes", params={"nodegroup": group})
+        return sorted(n["name"] for n in r.json()["nodes"])
+
+
+@pytest.fixture(scope="module")
+def shoal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shoal]:
+    tmp = tmp_path_factory.mktemp("dashboard")
+    # time scale 10: a 20 s simulated boot takes about 2 s, long enough to watch
+    env = shoal_env(tmp / "data", SHOAL_SIM_TIME_SCALE="10")
+    port = free_port()
+    with serving(env, port, tmp / "serve.log"):
+        yield Shoal(port, env)
+
+
+def until(check: Callable[[], Any], timeout: float = 60, what: str = "") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def login(driver: Any, shoal: Shoal, token: str) -> None:
+    driver.get(shoal.url + "/ui/")
+    until(lambda: driver.find_elements("id", "token"), 20, "the login form")
+    driver.find_element("id", "token").send_keys(token)
+    driver.find_element("id", "login-submit").click()
+    until(lambda: driver.find_elements("id", "clusters"), 20, "the clusters list")
+
+
+def screenshot(driver: Any, name: str) -> None:
+    where = os.environ.get("SHOAL_UI_SCREENSHOTS")
+    if where:
+        Path(where).mkdir(parents=True, exist_ok=True)
+        driver.save_screenshot(str(Path(where) / f"{name}.png"))
+
+
+def phases(driver: Any) -> dict[str, str]:
+    """Every node row on screen: name -> phase."""
+    got = driver.execute_script(
+        "return [...document.querySelectorAll('tr[data-node]')]"
+        ".map(r => [r.dataset.node, r.dataset.phase])"
+    )
+    return dict(got)
+
+
+def text_of(driver: Any, css: str) -> str:
+    return str(driver.execute_script(f"return document.querySelector({css!r})?.innerText || ''"))
+
+
+def test_cluster_comes_up_live_and_a_named_node_goes(shoal: Shoal, tmp_path: Path) -> None:
+    with chromium(tmp_path) as driver:
+        login(driver, shoal, shoal.token("default", "member"))
+        assert driver.execute_script("return sessionStorage.length") == 1
+        assert "token" not in driver.current_url.lower()
+        r = shoal.api.post("/clusters", json=HETERO)
+        assert r.status_code == 202, r.text
+        uuid = r.json()["uuid"]
+        until(lambda: driver.find_elements("css selector", f"tr[data-uuid='{uuid}']"), 20, "row")
+        driver.find_element("link text", "hetero").click()
+        driver.execute_script("window.__same_page = 1")  # a reload would lose it
+        seen: dict[str, set[str]] = {}
+
+        def all_ready() -> bool:
+            for name, ph in phases(driver).items():
+                seen.setdefault(name, set()).add(ph)
+            now = phases(driver)
+            return len(now) == 5 and set(now.values()) == {"ready"}
+
+        until(all_ready, 90, "every node ready on screen")
+        assert driver.execute_script("return window.__same_page") == 1
+        # the rows changed on screen: nodes were seen before ready, without a reload
+        assert any(len(p) > 1 for p in seen.values()), seen
+        assert any(p & {"creating", "booting", "bootstrapping"} for p in seen.values()), seen
+        until(lambda: "COMPLETE" in text_of(driver, "[data-field=status]"), 30, "status")
+        screenshot(driver, "cluster")
+
+        gpu = shoal.nodes("hetero", "gpu")
+        victim, other = gpu[0], gpu[1]
+        row = driver.find_element("css selector", f"tr[data-node='{victim}']")
+        row.find_element("css selector", "button.remove").click()
+        until(lambda: driver.find_element("id", "confirm").is_displayed(), 5, "the dialog")
+        assert victim in text_of(driver, "#confirm-text")
+        driver.find_element("id", "confirm-ok").click()
+        until(lambda: victim not in phases(driver), 60, f"{victim} gone from the page")
+        assert other in phases(driver)
+        until(lambda: shoal.status("hetero").endswith("COMPLETE"), 60, "resize done")
+        assert shoal.nodes("hetero", "gpu") == [other]
+        assert set(phases(driver)) == {*shoal.nodes("hetero", "masters"), other,
+                                       *shoal.nodes("hetero", "ssd")}  # fmt: skip
+        driver.get(shoal.url + "/ui/#/")
+        until(lambda: driver.find_elements("css selector", "#clusters tbody tr"), 20, "list")
+        screenshot(driver, "clusters")
+
+
+def test_a_failing_group_shows_the_clouds_fault_verbatim(shoal: Shoal, tmp_path: Path) -> None:
+    fault = {"kind": "server_error", "flavor": "g1.large", "message": FAULT}
+    assert shoal.api.post("/sim/faults", json=fault).status_code == 201
+    body = {**HETERO, "name": "faulty"}
+    assert shoal.api.post("/clusters", json=body).status_code == 202
+    try:
+        with chromium(tmp_path) as driver:
+            login(driver, shoal, shoal.token("default", "reader"))
+            driver.get(shoal.url + "/ui/#/clusters/faulty")
+            css = "section[data-group=gpu]"
+            until(lambda: FAULT in text_of(driver, css), 90, "the fault in the gpu section")
+            assert FAULT not in text_of(driver, "section[data-group=ssd]")
+            screenshot(driver, "fault")
+    finally:
+        shoal.api.delete("/sim/faults")
+        shoal.api.delete("/clusters/faulty")
+
+
+def test_a_reader_sees_no_buttons_and_a_forced_action_gets_403(
+    shoal: Shoal, tmp_path: Path
+) -> None:
+    body = {**HETERO, "name": "watched"}
+    assert shoal.api.post("/clusters", json=body).status_code == 202
+    until(lambda: shoal.status("watched").endswith("COMPLETE"), 90, "watched ready")
+    with chromium(tmp_path) as driver:
+        login(driver, shoal, shoal.token("default", "reader"))
+        assert not driver.find_elements("id", "nav-new")
+        driver.get(shoal.url + "/ui/#/clusters/watched")
+        until(lambda: len(phases(driver)) == 5, 30, "the nodes")
+        assert driver.find_elements("css selector", "#groups button") == []
+        assert driver.find_elements("css selector", "#cluster-actions button") == []
+        # forced: the page's own action, called from the console
+        driver.execute_async_script(
+            "const done = arguments[0];"
+            "import('/ui/js/actions.js').then(a => a.scale('watched', 'ssd', 5)).then(done)"
+        )
+        error = until(lambda: text_of(driver, "#error"), 10, "the refusal")
+        assert "403" in error and "cluster:resize" in error, error
+        assert len(shoal.nodes("watched", "ssd")) == 2
+
+
+def test_another_projects_cluster_is_out_of_reach(shoal: Shoal, tmp_path: Path) -> None:
+    body = {**HETERO, "name": "private", "node_groups": HETERO["node_groups"][:1]}
+    r = shoal.api.post("/clusters", json=body)
+    assert r.status_code == 202, r.text
+    uuid = r.json()["uuid"]
+    with chromium(tmp_path) as driver:
+        login(driver, shoal, shoal.token("team-b", "member"))
+        assert not driver.find_elements("css selector", f"tr[data-uuid='{uuid}']")
+        driver.get(shoal.url + f"/ui/#/clusters/{uuid}")
+        error = until(lambda: text_of(driver, "#error"), 10, "the refusal")
+        assert "404" in error and "could not be found" in error, error
+        assert "private" not in text_of(driver, "main")
+
+
+PHASE_TABLE = [
+    ({"state": "PENDING"}, "creating", "-"),
+    ({"state": "BUILDING"}, "booting", "-"),
+    ({"state": "BUILDING", "address": "10.0.0.7"}, "bootstrapping", "-"),
+    ({"state": "ACTIVE", "address": "10.0.0.7"}, "bootstrapping", "healthy"),
+    ({"state": "ACTIVE", "ready_at": "2026-11-27T12:00:00+00:00"}, "ready", "healthy"),
+    ({"state": "ACTIVE", "ready_at": "t", "reason": "its agent is silent"}, "ready", "unhealthy"),
+    ({"state": "ACTIVE", "ready_at": "t", "repair_step": 1, "reason": "x"}, "ready", "repairing"),
+    ({"state": "ERROR", "reason": "no valid host"}, "failed", "-"),
+    ({"state": "DELETING"}, "deleting", "-"),
+    ({"state": "ACTIVE", "ready_at": "t", "to_delete": True}, "deleting", "healthy"),
+    ({"state": "SOMETHING-NEW"}, "unknown", "-"),
+]
+
+
+def test_phase_and_health_table_in_the_browser(shoal: Shoal, tmp_path: Path) -> None:
+    """phase.js's rules on plain values, run by the browser's own module loader."""
+    with chromium(tmp_path) as driver:
+        driver.get(shoal.url + "/ui/")
+        got = driver.execute_async_script(
+            "const [rows, done] = arguments;"
+            "import('/ui/js/phase.js').then(m => done(rows.map(r => [m.phase(r), m.health(r)])))",
+            [node for node, _, _ in PHASE_TABLE],
+        )
+    assert [tuple(g) for g in got] == [(ph, hl) for _, ph, hl in PHASE_TABLE]
