@@ -17,8 +17,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 PACKAGES = ("chromium", "chromium-driver")
@@ -36,8 +34,14 @@ FLAGS = (
 )
 
 
+class BrowserUnavailable(RuntimeError):
+    """No chromium could be had or started here; the message says why."""
+
+
 def browser_unavailable(reason: str) -> None:
     """Skip, or under CI=true fail: the rule of the other real-part fixtures."""
+    import pytest
+
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(f"CI needs chromium and chromium-driver: {reason}", pytrace=False)
     pytest.skip(f"no browser: {reason}")
@@ -73,13 +77,14 @@ except ImportError:  # pragma: no cover - the test extras pin it
 
 
 @contextmanager
-def chromium(log_dir: Path) -> Iterator[Any]:
-    """A fresh headless chromium (an empty profile of its own), quit at the end."""
+def open_chromium(log_dir: Path) -> Iterator[Any]:
+    """A fresh headless chromium (an empty profile of its own), quit at the end;
+    BrowserUnavailable when it cannot be had (the benchmarks use this one)."""
     if webdriver is None:
-        browser_unavailable("selenium is not installed (pip install -e '.[test]')")
+        raise BrowserUnavailable("selenium is not installed (pip install -e '.[test]')")
     why = ensure_chromium()
     if why is not None:
-        browser_unavailable(why)
+        raise BrowserUnavailable(why)
     profile = tempfile.mkdtemp(prefix="shoal-chromium-")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
@@ -92,9 +97,24 @@ def chromium(log_dir: Path) -> Iterator[Any]:
         driver = webdriver.Chrome(options=options, service=service)
     except WebDriverException as exc:
         shutil.rmtree(profile, ignore_errors=True)
-        browser_unavailable(f"chromium did not start: {exc.msg}")
+        raise BrowserUnavailable(f"chromium did not start: {exc.msg}") from exc
     try:
         yield driver
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+@contextmanager
+def chromium(log_dir: Path) -> Iterator[Any]:
+    """`open_chromium` for a test: skips (fails under CI=true) when it cannot be had."""
+    try:
+        opened = open_chromium(log_dir)
+        driver = opened.__enter__()
+    except BrowserUnavailable as exc:
+        browser_unavailable(str(exc))
+        raise  # not reached: skip and fail raise
+    try:
+        yield driver
+    finally:
+        opened.__exit__(None, None, None)
