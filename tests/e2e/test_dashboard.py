@@ -15,10 +15,11 @@ import httpx
 import pytest
 
 from tests.support.browser import chromium
-from tests.support.process import admin_headers, serving, shoal_env
+from tests.support.process import HEADERS, admin_headers, serving, shoal_env
 from tests.support.server import free_port
 
 pytestmark = [pytest.mark.slow]
+POLL = 2.5  # a little more than the page's polling period
 FAULT = "Build of instance aborted: PCI device 0000:3b:00.0 is not available (simulated)"
 HETERO = {
     "name": "hetero",
@@ -227,3 +228,63 @@ def test_phase_and_health_table_in_the_browser(shoal: Shoal, tmp_path: Path) -> 
             [node for node, _, _ in PHASE_TABLE],
         )
     assert [tuple(g) for g in got] == [(ph, hl) for _, ph, hl in PHASE_TABLE]
+
+
+def test_a_virt_host_shows_its_vms_and_its_removal_warns_stronger(
+    shoal: Shoal, tmp_path: Path
+) -> None:
+    body = {
+        "name": "edge",
+        "image_id": "fedora-coreos-40",
+        "flavor_id": "m1.small",
+        "node_groups": [
+            {"name": "m", "role": "master", "provider": "vms", "node_count": 1},
+            {"name": "hosts", "role": "virt", "flavor_id": "bm.large", "node_count": 1,
+             "vms": [{"id": "m0", "cpu": 2, "ram": 4, "nodegroup": "m"}]},
+        ],
+    }  # fmt: skip
+    r = shoal.api.post("/clusters", json=body)
+    assert r.status_code == 202, r.text
+    until(lambda: shoal.status("edge").endswith("COMPLETE"), 90, "edge ready")
+    (host,), (vm,) = shoal.nodes("edge", "hosts"), shoal.nodes("edge", "m")
+    with chromium(tmp_path) as driver:
+        login(driver, shoal, shoal.token("default", "member"))
+        driver.get(shoal.url + "/ui/#/clusters/edge")
+        row = f"section[data-group=hosts] tr[data-node='{host}']"
+        until(lambda: vm in text_of(driver, row + " .vms-on"), 30, "the host's VMs")
+        assert '"nodegroup": "m"' in driver.execute_script(
+            "return document.querySelector('section[data-group=hosts] pre.vms').textContent"
+        )
+        driver.find_element("css selector", row + " button.remove").click()
+        until(lambda: driver.find_element("id", "confirm").is_displayed(), 5, "the dialog")
+        warning = text_of(driver, "#confirm-strong")
+        assert "virt host" in warning and vm in warning, warning
+        assert not driver.find_element("id", "confirm-ok").is_enabled()
+        driver.find_element("id", "confirm-type").send_keys(host)
+        assert driver.find_element("id", "confirm-ok").is_enabled()
+        screenshot(driver, "virt-host-warning")
+        driver.find_element("id", "confirm-cancel").click()
+        time.sleep(POLL)
+        assert shoal.nodes("edge", "hosts") == [host]
+
+
+def test_an_admin_switches_project(shoal: Shoal, tmp_path: Path) -> None:
+    team_b = httpx.Client(
+        base_url=shoal.url + "/v1",
+        headers={**HEADERS, "X-Auth-Token": shoal.token("team-b", "member")},
+    )
+    body = {**HETERO, "name": "theirs", "node_groups": HETERO["node_groups"][:1]}
+    r = team_b.post("/clusters", json=body)
+    assert r.status_code == 202, r.text
+    assert team_b.get("/clusters/theirs").json()["project_id"] == "team-b"
+    with chromium(tmp_path) as driver:
+        login(driver, shoal, shoal.token("default", "admin"))
+        theirs = "#clusters tr[data-name=theirs]"
+        assert not driver.find_elements("css selector", theirs)
+        until(lambda: driver.find_elements("css selector", "#project option[value=team-b]"), 10,
+              "team-b offered")  # fmt: skip
+        driver.find_element("css selector", "#project option[value=team-b]").click()
+        until(lambda: driver.find_elements("css selector", theirs), 10, "team-b's cluster")
+        assert not driver.find_elements("css selector", "#clusters tr[data-name=hetero]")
+        driver.find_element("css selector", theirs + " a").click()
+        until(lambda: "team-b" in text_of(driver, "[data-field=project_id]"), 10, "its page")

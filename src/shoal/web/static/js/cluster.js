@@ -9,6 +9,7 @@ import { can } from "./session.js";
 
 export const NODE_COLUMNS = ["name", "address", "zone", "cloud id", "state", "phase", "health", "heartbeat", "reason"];
 const EVENTS_KEPT = 300;
+const NODES_EVERY = 5; // polls: the node list at least every 10 s while nothing moves
 const OPERATION_KINDS = ["restart-services", "upgrade-packages", "upgrade-images", "rebase", "reboot", "rebuild", "replace"];
 
 function condition(obj, type) {
@@ -381,18 +382,30 @@ export function make(ident) {
     filterEvents();
   }
 
+  // The node list is the costly read: asked when something moved (the cluster or a group
+  // changed, or is in progress), and every NODES_EVERY-th poll otherwise (a heartbeat).
+  let ticks = 0;
+  let lastShape = "";
+  function nodesDue(gs) {
+    const shape = JSON.stringify([cluster.status, cluster.updated_at, gs.map((g) => [g.status, g.updated_at, g.nodes_total, g.nodes_ready, g.nodes_failed, g.node_count])]);
+    const busy = !String(cluster.status).endsWith("COMPLETE") || gs.some((g) => !String(g.status).endsWith("COMPLETE"));
+    const due = busy || shape !== lastShape || ticks % NODES_EVERY === 0;
+    lastShape = shape;
+    ticks += 1;
+    return due;
+  }
+
   async function refresh() {
     cluster = await api.get(`/clusters/${api.enc(ident)}`);
     uuid = cluster.uuid;
     const c = `/clusters/${api.enc(uuid)}`;
-    const [gs, ns, evs, ops] = await Promise.all([
+    const [gs, evs, ops] = await Promise.all([
       api.listAll(`${c}/nodegroups/detail`, "nodegroups"),
-      api.listAll(`${c}/nodes?limit=1000`, "nodes"),
       api.get(`${c}/events?after=${lastEvent}&limit=500`),
       api.get(`${c}/operations`),
     ]);
+    if (nodesDue(gs) || evs.events.length) nodes = await api.listAll(`${c}/nodes?limit=1000`, "nodes");
     groups = gs;
-    nodes = ns;
     renderCluster();
     renderGroups();
     renderOperations(ops.operations || []);
