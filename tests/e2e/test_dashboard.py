@@ -37,9 +37,10 @@ HETERO = {
 class Shoal:
     """One `shoal serve` on the sim with its admin's API client."""
 
-    def __init__(self, port: int, env: dict[str, str]) -> None:
+    def __init__(self, port: int, env: dict[str, str], log: Path) -> None:
         self.url = f"http://127.0.0.1:{port}"
         self.env = env
+        self.log = log
         self.api = httpx.Client(base_url=self.url + "/v1", headers=admin_headers(env), timeout=30)
 
     def token(self, project: str, role: str) -> str:
@@ -62,7 +63,7 @@ def shoal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shoal]:
     env = shoal_env(tmp / "data", SHOAL_SIM_TIME_SCALE="10")
     port = free_port()
     with serving(env, port, tmp / "serve.log"):
-        yield Shoal(port, env)
+        yield Shoal(port, env, tmp / "serve.log")
 
 
 def until(check: Callable[[], Any], timeout: float = 60, what: str = "") -> Any:
@@ -104,8 +105,9 @@ def text_of(driver: Any, css: str) -> str:
 
 
 def test_cluster_comes_up_live_and_a_named_node_goes(shoal: Shoal, tmp_path: Path) -> None:
+    token = shoal.token("default", "member")
     with chromium(tmp_path) as driver:
-        login(driver, shoal, shoal.token("default", "member"))
+        login(driver, shoal, token)
         assert driver.execute_script("return sessionStorage.length") == 1
         assert "token" not in driver.current_url.lower()
         r = shoal.api.post("/clusters", json=HETERO)
@@ -146,6 +148,10 @@ def test_cluster_comes_up_live_and_a_named_node_goes(shoal: Shoal, tmp_path: Pat
         driver.get(shoal.url + "/ui/#/")
         until(lambda: driver.find_elements("css selector", "#clusters tbody tr"), 20, "list")
         screenshot(driver, "clusters")
+        # nothing the policy refused: no CSP violation, no script error, on any view
+        severe = [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+        assert severe == [], severe
+    assert token not in shoal.log.read_text()
 
 
 def test_a_failing_group_shows_the_clouds_fault_verbatim(shoal: Shoal, tmp_path: Path) -> None:

@@ -58,7 +58,7 @@ def test_only_the_dashboards_files_are_served(server: LiveServer, path: str) -> 
 def test_every_static_file_is_known() -> None:
     names = set(serving.FILES)
     assert {"index.html", "app.css", "js/main.js", "js/api.js", "js/phase.js"} <= names
-    assert all(n.rsplit(".", 1)[-1] in ("html", "css", "js") for n in names)
+    assert all(n.rsplit(".", 1)[-1] in ("html", "css", "js", "svg") for n in names)
 
 
 def test_the_page_needs_no_token_but_its_data_does(server: LiveServer) -> None:

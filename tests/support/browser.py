@@ -90,6 +90,7 @@ def open_chromium(log_dir: Path) -> Iterator[Any]:
     options.binary_location = CHROMIUM
     for flag in (*FLAGS, f"--user-data-dir={profile}"):
         options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # console: CSP reports
     service = webdriver.ChromeService(
         executable_path=CHROMEDRIVER, log_output=str(log_dir / "chromedriver.log")
     )

@@ -42,7 +42,8 @@ UNVERSIONED = ("/openapi.json", "/docs", "/redoc", "/docs/oauth2-redirect")
 
 
 class NormalizePath:
-    """Trailing slashes are accepted; a path without /v1 is served as /v1 (Magnum)."""
+    """Trailing slashes are accepted; a path without /v1 is served as /v1 (Magnum), but
+    the dashboard's /ui."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
