@@ -60,7 +60,8 @@ class Shoal:
 def shoal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shoal]:
     tmp = tmp_path_factory.mktemp("dashboard")
     # time scale 10: a 20 s simulated boot takes about 2 s, long enough to watch
-    env = shoal_env(tmp / "data", SHOAL_SIM_TIME_SCALE="10")
+    # agents emulated on the sim: heartbeats, and operations with each node's output
+    env = shoal_env(tmp / "data", SHOAL_SIM_TIME_SCALE="10", SHOAL_SIM_AGENTS="true")
     port = free_port()
     with serving(env, port, tmp / "serve.log"):
         yield Shoal(port, env, tmp / "serve.log")
@@ -294,3 +295,29 @@ def test_an_admin_switches_project(shoal: Shoal, tmp_path: Path) -> None:
         assert not driver.find_elements("css selector", "#clusters tr[data-name=hetero]")
         driver.find_element("css selector", theirs + " a").click()
         until(lambda: "team-b" in text_of(driver, "[data-field=project_id]"), 10, "its page")
+
+
+def test_an_operation_from_the_page_shows_each_nodes_output(shoal: Shoal, tmp_path: Path) -> None:
+    body = {**HETERO, "name": "operated", "node_groups": HETERO["node_groups"][:1]}
+    assert shoal.api.post("/clusters", json=body).status_code == 202
+    until(lambda: shoal.status("operated").endswith("COMPLETE"), 90, "operated ready")
+    (master,) = shoal.nodes("operated", "masters")
+    with chromium(tmp_path) as driver:
+        login(driver, shoal, shoal.token("default", "member"))
+        driver.get(shoal.url + "/ui/#/clusters/operated")
+        until(lambda: phases(driver) == {master: "ready"}, 30, "the node")
+        driver.find_element(
+            "css selector", "#operation-kind option[value=restart-services]"
+        ).click()
+        driver.find_element("css selector", "#operation-group option[value=masters]").click()
+        driver.find_element("id", "operation-start").click()
+        row = "#operations-body tr"
+        until(lambda: "SUCCEEDED" in text_of(driver, row), 60, "the operation done")
+        assert "restart-services" in text_of(driver, row)
+        assert "1 of 1 node(s) done" in text_of(driver, row)
+        driver.find_element("css selector", row).click()
+        until(lambda: master in text_of(driver, "#operation-detail"), 10, "its tasks")
+        detail = text_of(driver, "#operation-detail tbody")
+        assert "SUCCEEDED" in detail and "\t0\t" in detail, detail  # exit code 0
+        until(lambda: "ago" in text_of(driver, f"tr[data-node='{master}']"), 30, "a heartbeat")
+        screenshot(driver, "operation")
