@@ -18,7 +18,7 @@ from tests.support.browser import chromium
 from tests.support.process import HEADERS, admin_headers, serving, shoal_env
 from tests.support.server import free_port
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("dashboard")]  # one server, one worker
 POLL = 2.5  # a little more than the page's polling period
 FAULT = "Build of instance aborted: PCI device 0000:3b:00.0 is not available (simulated)"
 HETERO = {
