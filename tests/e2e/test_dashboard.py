@@ -321,3 +321,50 @@ def test_an_operation_from_the_page_shows_each_nodes_output(shoal: Shoal, tmp_pa
         assert "SUCCEEDED" in detail and "\t0\t" in detail, detail  # exit code 0
         until(lambda: "ago" in text_of(driver, f"tr[data-node='{master}']"), 30, "a heartbeat")
         screenshot(driver, "operation")
+
+
+def test_create_from_a_template_scale_and_delete_from_the_page(
+    shoal: Shoal, tmp_path: Path
+) -> None:
+    template = {
+        "name": "small",
+        "coe": "kubernetes",
+        "image_id": "fedora-coreos-40",
+        "flavor_id": "m1.small",
+        "master_flavor_id": "m1.small",
+        "external_network_id": "public",
+    }
+    member = httpx.Client(
+        base_url=shoal.url + "/v1",
+        headers={**HEADERS, "X-Auth-Token": shoal.token("default", "member")},
+    )
+    assert member.post("/clustertemplates", json=template).status_code == 201
+    with chromium(tmp_path) as driver:
+        login(driver, shoal, shoal.token("default", "member"))
+        driver.find_element("id", "nav-new").click()
+        until(lambda: driver.find_elements("css selector", "#new-template option"), 10, "form")
+        driver.find_element("id", "new-name").send_keys("made-here")
+        driver.find_element("id", "new-workers").send_keys("1")
+        driver.find_element("id", "create-submit").click()
+        until(lambda: "made-here" in text_of(driver, "#cluster-name"), 20, "its page")
+        until(lambda: set(phases(driver).values()) == {"ready"} and len(phases(driver)) == 2,
+              60, "two nodes ready")  # fmt: skip
+        assert shoal.api.get("/clusters/made-here").json()["cluster_template_id"]
+        workers = "section[data-group=default-worker]"
+        driver.find_element("css selector", workers + " button.scale-up").click()
+        until(lambda: len(driver.find_elements("css selector", workers + " tr[data-node]")) == 2,
+              30, "a second worker on screen")  # fmt: skip
+        assert text_of(driver, workers + " .count") == "2"
+        until(lambda: len(shoal.nodes("made-here", "default-worker")) == 2, 10, "two workers")
+        driver.find_element("css selector", workers + " button.scale-down").click()
+        until(lambda: len(driver.find_elements("css selector", workers + " tr[data-node]")) == 1,
+              60, "back to one worker on screen")  # fmt: skip
+        driver.find_element("id", "delete-cluster").click()
+        until(lambda: driver.find_element("id", "confirm").is_displayed(), 5, "the dialog")
+        driver.find_element("id", "confirm-type").send_keys("made-here")
+        driver.find_element("id", "confirm-ok").click()
+        until(lambda: driver.find_elements("id", "clusters"), 10, "back to the list")
+        row = "#clusters tr[data-name=made-here]"
+        until(lambda: not driver.find_elements("css selector", row), 60, "its row gone")
+        assert shoal.api.get("/clusters/made-here").status_code == 404
+        assert text_of(driver, "#error") == ""

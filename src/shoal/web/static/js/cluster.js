@@ -104,7 +104,7 @@ export function make(ident) {
       box.push(
         button("Delete cluster", { class: "danger", id: "delete-cluster" }, async () => {
           const ok = await confirmAction(`Delete cluster ${cluster.name} and all its nodes?`, "Every node of every group is deleted.", cluster.name);
-          if (ok && (await actions.deleteCluster(uuid))) refresh();
+          if (ok && (await actions.deleteCluster(uuid))) location.hash = "#/"; // it goes from the list
         }),
       );
     }
@@ -154,10 +154,15 @@ export function make(ident) {
     setText(f.age, age(cluster.created_at));
     const faults = cluster.faults || {};
     setText(f.faults, Object.entries(faults).map(([k, v]) => `${k}: ${v}`).join("; "));
-    if (!clusterActions.childElementCount) buildClusterActions();
+    const names = groups.map((g) => g.name).join("\n"); // the operation's group choices
+    if (clusterActions.dataset.groups !== names) {
+      clusterActions.dataset.groups = names;
+      buildClusterActions();
+    }
   }
 
   function makeSection(g) {
+    const sec = {};
     const info = dl([
       ["role", "role"],
       ["provider", "provider"],
@@ -181,9 +186,10 @@ export function make(ident) {
     const buttons = h("span", { class: "actions" });
     if (can("cluster:resize")) {
       buttons.append(
-        button("−", { class: "scale-down", title: "scale down by one (shoal picks the node)" }, () => actions.scale(uuid, g.name, g.node_count - 1).then(refresh)),
+        // the group as last polled (sec.group), not as first seen
+        button("−", { class: "scale-down", title: "scale down by one (shoal picks the node)" }, () => actions.scale(uuid, sec.group.name, sec.group.node_count - 1).then(refresh)),
         count,
-        button("+", { class: "scale-up", title: "scale up by one" }, () => actions.scale(uuid, g.name, g.node_count + 1).then(refresh)),
+        button("+", { class: "scale-up", title: "scale up by one" }, () => actions.scale(uuid, sec.group.name, sec.group.node_count + 1).then(refresh)),
       );
     }
     const heads = [...NODE_COLUMNS, ...(g.role === "virt" ? ["VMs"] : []), ...(can("cluster:resize") ? [""] : [])];
@@ -197,7 +203,8 @@ export function make(ident) {
       virt,
       h("table", { class: "grid nodes" }, h("thead", {}, h("tr", {}, heads.map((c) => h("th", {}, c)))), body),
     );
-    return { el, info, parts, legend, count, body, rows: new Map(), virt, group: g };
+    Object.assign(sec, { el, info, parts, legend, count, body, rows: new Map(), virt, group: g });
+    return sec;
   }
 
   function vmsOn(host) {
