@@ -364,7 +364,36 @@ def test_create_from_a_template_scale_and_delete_from_the_page(
         driver.find_element("id", "confirm-type").send_keys("made-here")
         driver.find_element("id", "confirm-ok").click()
         until(lambda: driver.find_elements("id", "clusters"), 10, "back to the list")
-        row = "#clusters tr[data-name=made-here]"
-        until(lambda: not driver.find_elements("css selector", row), 60, "its row gone")
-        assert shoal.api.get("/clusters/made-here").status_code == 404
+        until(lambda: shoal.api.get("/clusters/made-here").status_code == 404, 60, "deleted")
+        time.sleep(POLL)  # the list polled since
+        assert not driver.find_elements("css selector", "#clusters tr[data-name=made-here]")
         assert text_of(driver, "#error") == ""
+
+
+def test_upgrade_and_rollout_buttons_from_the_page(shoal: Shoal, tmp_path: Path) -> None:
+    base = {"coe": "kubernetes", "flavor_id": "m1.small", "master_flavor_id": "m1.small",
+            "external_network_id": "public"}  # fmt: skip
+    for name, image in (("old40", "fedora-coreos-40"), ("new41", "fedora-coreos-41")):
+        r = shoal.api.post("/clustertemplates", json={**base, "name": name, "image_id": image})
+        assert r.status_code == 201, r.text
+    body = {"name": "rolling", "cluster_template_id": "old40", "master_count": 1, "node_count": 1}
+    assert shoal.api.post("/clusters", json=body).status_code == 202
+    until(lambda: shoal.status("rolling").endswith("COMPLETE"), 90, "rolling ready")
+    workers = "section[data-group=default-worker]"
+    with chromium(tmp_path) as driver:
+        login(driver, shoal, shoal.token("default", "member"))
+        driver.get(shoal.url + "/ui/#/clusters/rolling")
+        until(lambda: len(phases(driver)) == 2, 30, "the nodes")
+        for verb in ("pause", "resume"):
+            driver.find_element("id", f"rollout-{verb}").click()
+            event = f"Rollout{verb.capitalize()}"
+            until(lambda e=event: e in text_of(driver, "#events"), 20, f"the {verb} event")
+        driver.find_element("id", "upgrade-template").send_keys("new41")
+        driver.find_element("id", "upgrade").click()
+        until(lambda: "fedora-coreos-41" in text_of(driver, workers + " [data-field=image_id]"),
+              20, "the new image")  # fmt: skip
+        until(lambda: shoal.status("rolling") == "UPDATE_COMPLETE", 120, "the upgrade done")
+        until(lambda: text_of(driver, workers + " [data-field=rollout]") == "up to date",
+              20, "the rollout done on screen")  # fmt: skip
+    nodes = shoal.api.get("/clusters/rolling/nodes").json()["nodes"]
+    assert {n["image_id"] for n in nodes} == {"fedora-coreos-41"}
