@@ -44,14 +44,15 @@ def insert(
 
 
 def new_values(
-    cluster_uuid: str, project_id: str, plan: GroupPlan, now: datetime
+    cluster_uuid: str, project_id: str, plan: GroupPlan, now: datetime, uuid: str | None = None
 ) -> dict[str, Any]:
-    """The column values of a new node group of a cluster, for an INSERT."""
+    """The column values of a new node group of a cluster, for an INSERT (`uuid`: the
+    id of a group whose machines exist already; a new one otherwise)."""
     from shoal.db.repo.templates import new_uuid
 
     spec = plan.spec
     return {
-        "uuid": new_uuid(),
+        "uuid": uuid or new_uuid(),
         "cluster_uuid": cluster_uuid,
         "project_id": project_id,
         "name": plan.name,
