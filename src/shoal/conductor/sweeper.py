@@ -59,21 +59,27 @@ class Sweeper:
         deleted = 0
         ctx = self.ctx
         orphans.purge_tombstones(ctx.db, ctx.now() - timedelta(days=ctx.settings.tombstone_days))
+        listed: set[str] = set()  # providers over one backend (sim and its VMs) list alike
         for p in ctx.providers.values():
             try:
-                deleted += self.sweep_provider(p)
+                deleted += self.sweep_provider(p, listed)
             except DriverError as exc:
                 log.warning("sweeper: cannot list the machines of %s: %s", p.name, exc.reason)
         return deleted
 
-    def sweep_provider(self, p: Provider) -> int:
-        """One sweep over the machines of provider `p` (one listing)."""
+    def sweep_provider(self, p: Provider, listed: set[str] | None = None) -> int:
+        """One sweep over the machines of provider `p` (one listing), but those an
+        earlier provider of this sweep listed (`listed`, which it extends)."""
         ctx, now = self.ctx, self.ctx.now()
+        skip = listed if listed is not None else set()
         machines = [
             m
             for m in ctx.call(p, lambda: p.driver.list_machines({}))
-            if TAG_NODE in m.tags and m.state is not MachineState.DELETING
+            if TAG_NODE in m.tags
+            and m.state is not MachineState.DELETING
+            and m.machine_id not in skip
         ]
+        skip.update(m.machine_id for m in machines)
         groups = {m.tags.get(TAG_NODEGROUP, "") for m in machines}
         alive = snapshots.existing_groups(ctx.db, groups)
         unknown = [m for m in machines if m.tags.get(TAG_NODEGROUP, "") not in alive]

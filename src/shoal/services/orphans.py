@@ -109,6 +109,13 @@ def adopt(db: Database, caller: Caller, body: Mapping[str, Any]) -> m.Cluster:
             "its machines are swept, not adopted"
         )
     derived, groups = adoption.groups_of([_found(h) for h in held], given)
+    hosts = [g.name for g in groups if g.role == m.ROLE_VIRT]
+    if hosts:
+        raise Conflict(
+            f"cluster {ident} has virt hosts ({', '.join(hosts)}): their VM slots are not "
+            "in the machines' tags, so it cannot be adopted; import it from an export "
+            "(shoal import) or delete its machines (shoal orphan delete)"
+        )
     cluster_name = given or derived or f"adopted-{ident[:8]}"
     projects = {h.seen.project_id for h in held}
     if len(projects) != 1 or not next(iter(projects)):
