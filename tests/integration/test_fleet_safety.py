@@ -6,9 +6,11 @@ database, real sim world (in a file of its own, so it outlives shoal's)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import shutil
 import sqlite3
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -27,6 +29,7 @@ from shoal.services import nodegroups, orphans
 from shoal.services.context import Caller
 from shoal.settings import Settings, SettingsError
 from tests.integration.conductor_support import ALL, FAST_CONDUCTOR, Env, env_at
+from tests.support.databases import throwaway_pg
 
 ADMIN, MEMBER = Caller("p1"), Caller("p1", roles=frozenset({"member"}))
 MASTER = {"name": "m", "role": "master", "flavor_id": "m1.small", "node_count": 1}
@@ -71,13 +74,23 @@ def test_restoring_an_older_backup_recreates_nothing(tmp_path: Path) -> None:
         assert len(adopted) == 3
 
 
+@contextlib.contextmanager
+def database(kind: str, tmp_path: Path) -> Iterator[str]:
+    if kind == "sqlite":
+        yield f"sqlite:///{tmp_path / 'shoal.db'}"
+    else:
+        with throwaway_pg() as url:
+            yield url
+
+
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def test_machines_the_database_does_not_know_are_held_until_an_admin_names_them(
-    tmp_path: Path,
+    tmp_path: Path, kind: str
 ) -> None:
-    url = f"sqlite:///{tmp_path / 'shoal.db'}"
     # Even with no grace and no breaker, nothing unknown is deleted.
     bold = dataclasses.replace(FAST_CONDUCTOR, sweep_breaker_share=1.0, sweep_grace_seconds=0)
-    with env_at(url, bold, worlds={"sim": f"sqlite:///{tmp_path / 'sim.db'}"}) as env:
+    world = {"sim": f"sqlite:///{tmp_path / 'sim.db'}"}
+    with database(kind, tmp_path) as url, env_at(url, bold, worlds=world) as env:
         cid = env.create("lost", [MASTER, worker(12)])
         env.step_until(env.complete(cid))
         env.conductor.housekeeping.check_providers()
