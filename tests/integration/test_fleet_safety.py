@@ -176,9 +176,12 @@ def test_a_restore_deletes_nothing_and_the_newer_cluster_is_adopted(tmp_path: Pa
         env.step_until(env.complete(old))
         backup(db_file, saved)
         new = env.create("new", [MASTER, worker(3)])
-        env.step_until(env.complete(new))
+        gpu = nodegroups.create(env.db, ADMIN, old, {"name": "gpu", "node_count": 2}).group
+        env.step_until(lambda: env.complete(new)() and len(env.nodes(old, "gpu")) == 2)
+        env.step_until(env.complete(old))
         made = set(env.servers(new))
         nodes = {n.uuid: n.name for n in env.nodes(new)}
+        lost = {n.uuid for n in env.nodes(old, "gpu")}
     for suffix in ("", "-wal", "-shm"):
         Path(f"{db_file}{suffix}").unlink(missing_ok=True)
     shutil.copy(saved, db_file)
@@ -187,12 +190,22 @@ def test_a_restore_deletes_nothing_and_the_newer_cluster_is_adopted(tmp_path: Pa
         env.skew[0] += timedelta(days=1)
         assert env.conductor.sweep() == 0 and env.conductor.sweep() == 0
         assert set(env.servers(new)) == made
+        assert set(env.servers(old)) >= lost  # a group of a known cluster, lost: kept too
         held = orphans.list_all(env.db, ADMIN)
-        assert {o.held.seen.machine_id for o in held} == made
-        assert {o.held.seen.cluster_uuid for o in held} == {new}
+        assert {o.held.seen.machine_id for o in held} == made | lost
+        assert {o.held.seen.cluster_uuid for o in held} == {new, old}
+        assert {o.nodegroup_name for o in held if o.held.seen.cluster_uuid == old} == {"gpu"}
+        # The known cluster gets its lost group back, with its id and its machines.
+        assert orphans.adopt(env.db, ADMIN, {"cluster_id": old}).uuid == old
+        env.step_until(lambda: {n.uuid for n in env.nodes(old, "gpu")} == lost)
+        env.step_until(env.complete(old))
+        assert env.group(old, "gpu").uuid == gpu.uuid
+        assert {n.uuid for n in env.nodes(old, "gpu")} == lost
         adopted = orphans.adopt(env.db, ADMIN, {"cluster_id": new})
         assert (adopted.uuid, adopted.name) == (new, "new")
         assert orphans.list_all(env.db, ADMIN) == []
+        with pytest.raises(NotFound):  # adopted: nothing held claims it any more
+            orphans.adopt(env.db, ADMIN, {"cluster_id": new})
         env.step_until(lambda: len(env.nodes(new)) == 4 and env.complete(new)())
         assert set(env.servers(new)) == made  # none made, none deleted
         assert {n.uuid: n.name for n in env.nodes(new)} == nodes

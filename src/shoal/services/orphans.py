@@ -7,17 +7,19 @@ with the ids the machines carry, and each group's pass then adopts its machines
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
-from shoal.db import events, orphans
-from shoal.db.engine import Database
+from shoal.db import convert, events, orphans
+from shoal.db.engine import Database, xact_lock
 from shoal.db.orphans import Held
-from shoal.db.repo import clusters
+from shoal.db.repo import clusters, nodegroups
 from shoal.db.tables import ClusterRow, NodeGroupRow
 from shoal.db.types import utcnow
 from shoal.domain import adoption, merge, policy
@@ -91,7 +93,7 @@ def adopt(db: Database, caller: Caller, body: Mapping[str, Any]) -> m.Cluster:
     """Make cluster `cluster_id` again from the held machines that claim it: its node
     groups by their tags (ids, role) and their machines' flavor and image, one node per
     machine (each group's pass adopts them). `name`: the cluster's (default: derived
-    from the node names)."""
+    from the node names). A cluster the database knows gets back the groups it lost."""
     policy.enforce(caller, "orphan:adopt")
     v.reject_unknown("orphan adopt", body, ADOPT_KEYS)
     ident = v.string("cluster_id", body.get("cluster_id"))
@@ -108,63 +110,92 @@ def adopt(db: Database, caller: Caller, body: Mapping[str, Any]) -> m.Cluster:
             f"shoal deleted cluster {ident} or its node groups ({', '.join(sorted(dead))}): "
             "its machines are swept, not adopted"
         )
-    derived, groups = adoption.groups_of([_found(h) for h in held], given)
-    hosts = [g.name for g in groups if g.role == m.ROLE_VIRT]
-    if hosts:
-        raise Conflict(
-            f"cluster {ident} has virt hosts ({', '.join(hosts)}): their VM slots are not "
-            "in the machines' tags, so it cannot be adopted; import it from an export "
-            "(shoal import) or delete its machines (shoal orphan delete)"
-        )
-    cluster_name = given or derived or f"adopted-{ident[:8]}"
     projects = {h.seen.project_id for h in held}
     if len(projects) != 1 or not next(iter(projects)):
         raise Conflict(
             f"the machines of cluster {ident} claim projects {sorted(map(str, projects))}: "
             "one project is needed to adopt them"
         )
-    project_id = str(next(iter(projects)))
-    plans = merge.mark_defaults([_plan(g) for g in groups])
-    masters = [g for g in groups if g.role == m.ROLE_MASTER]
-    others = [g for g in groups if g.role != m.ROLE_MASTER]
-    first = (masters or others)[0]
-    request = {
-        "image_id": first.image_id,
-        "flavor_id": (others or masters)[0].flavor_id,
-        "master_flavor_id": masters[0].flavor_id if masters else None,
-    }
-    attrs = merge.cluster_attrs(None, {k: x for k, x in request.items() if x})
+    project = str(next(iter(projects)))
     with db.write() as s:
-        if s.scalar(select(ClusterRow.uuid).where(ClusterRow.uuid == ident)) is not None:
+        xact_lock(s, f"adopt:{ident}")  # two admins adopting it at once: one wins, one 409
+        row = s.scalars(select(ClusterRow).where(ClusterRow.uuid == ident)).first()
+        derived, groups = adoption.groups_of(
+            [_found(h) for h in held], row.name if row is not None else given
+        )
+        hosts = [g.name for g in groups if g.role == m.ROLE_VIRT]
+        if hosts:
             raise Conflict(
-                f"cluster {ident} exists in this database: its groups' passes adopt "
-                "their own machines; only a cluster it does not know can be adopted"
+                f"cluster {ident} has virt hosts ({', '.join(hosts)}): their VM slots are "
+                "not in the machines' tags, so they cannot be adopted; import the cluster "
+                "from an export (shoal import) or delete its machines (shoal orphan delete)"
             )
         known = {g.uuid for g in groups}
         if s.scalar(select(NodeGroupRow.uuid).where(NodeGroupRow.uuid.in_(known))) is not None:
-            raise Conflict(f"a node group of cluster {ident} exists in another cluster")
-        cluster = clusters.insert(
-            s,
-            project_id=project_id,
-            user_id=caller.user_id,
-            name=cluster_name,
-            attrs=attrs,
-            groups=plans,
-            cluster_template_id=None,
-            source_id=None,
-            uuid=ident,
-            group_uuids={g.name: g.uuid for g in groups},
-        )
+            raise Conflict(f"a node group the machines of cluster {ident} claim exists already")
+        if row is None:
+            cluster = _new_cluster(s, caller, ident, given or derived, project, groups)
+            what = f"cluster {cluster.name} adopted"
+        else:
+            cluster = _into(s, row, groups, project)
+            what = f"node groups of cluster {row.name} adopted"
         orphans.forget(s.connection(), [h.seen.machine_id for h in held])
         events.record(
             s,
             ident,
             "Adopted",
-            f"cluster {cluster_name} adopted from {len(held)} machine(s) the sweeper held, "
-            "with node groups "
+            f"{what} from {len(held)} machine(s) the sweeper held: "
             + ", ".join(f"{g.name} ({g.role} x{g.node_count} on {g.provider})" for g in groups),
         )
     return cluster
+
+
+def _new_cluster(
+    s: Session, caller: Caller, ident: str, name: str, project_id: str, groups: list[adoption.Group]
+) -> m.Cluster:
+    """The cluster's row and its groups', with the machines' ids."""
+    masters = [g for g in groups if g.role == m.ROLE_MASTER]
+    others = [g for g in groups if g.role != m.ROLE_MASTER]
+    request = {
+        "image_id": (masters or others)[0].image_id,
+        "flavor_id": (others or masters)[0].flavor_id,
+        "master_flavor_id": masters[0].flavor_id if masters else None,
+    }
+    return clusters.insert(
+        s,
+        project_id=project_id,
+        user_id=caller.user_id,
+        name=name or f"adopted-{ident[:8]}",
+        attrs=merge.cluster_attrs(None, {k: x for k, x in request.items() if x}),
+        groups=merge.mark_defaults([_plan(g) for g in groups]),
+        cluster_template_id=None,
+        source_id=None,
+        uuid=ident,
+        group_uuids={g.name: g.uuid for g in groups},
+    )
+
+
+def _into(s: Session, row: ClusterRow, groups: list[adoption.Group], project_id: str) -> m.Cluster:
+    """The lost groups added to the cluster the database knows (a name it has taken
+    gets a suffix); the cluster updates, as for a group created through the API."""
+    if row.deleting:
+        raise Conflict(f"cluster {row.uuid} is being deleted: its lost groups are not adopted")
+    if project_id != row.project_id:
+        raise Conflict(
+            f"the held machines claim project {project_id}, cluster {row.uuid} is in "
+            f"{row.project_id}: they are not adopted"
+        )
+    taken = set(s.scalars(select(NodeGroupRow.name).where(NodeGroupRow.cluster_uuid == row.uuid)))
+    now = utcnow()
+    for g in groups:
+        name, n = g.name, 1
+        while name in taken:
+            n += 1
+            name = f"{g.name}-{n}"
+        taken.add(name)
+        nodegroups.insert(s, row, _plan(dataclasses.replace(g, name=name)), now=now, uuid=g.uuid)
+    clusters.touch(s, row, "UPDATE_IN_PROGRESS", now)
+    return convert.cluster_from_row(row)
 
 
 def _plan(g: adoption.Group) -> merge.GroupPlan:

@@ -34,10 +34,17 @@ class Live:
 
 
 def insert(
-    session: Session, cluster: ClusterRow, plan: GroupPlan, *, now: datetime | None = None
+    session: Session,
+    cluster: ClusterRow,
+    plan: GroupPlan,
+    *,
+    now: datetime | None = None,
+    uuid: str | None = None,
 ) -> m.NodeGroup:
-    """A node group of `cluster`, due for the conductor right away."""
-    row = NodeGroupRow(**new_values(cluster.uuid, cluster.project_id, plan, now or utcnow()))
+    """A node group of `cluster`, due for the conductor right away (`uuid`: see
+    `new_values`)."""
+    values = new_values(cluster.uuid, cluster.project_id, plan, now or utcnow(), uuid)
+    row = NodeGroupRow(**values)
     session.add(row)
     session.flush()
     return convert.nodegroup_from_row(row)
