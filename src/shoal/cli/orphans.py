@@ -71,9 +71,9 @@ def adopt(
         typer.Option("--name", help="the cluster's name (default: from its node names)"),
     ] = None,
 ) -> None:
-    """Make a cluster the database lost again from the held machines that claim it:
-    its node groups from their tags and listed flavor and image; each group's pass
-    then adopts its machines (none made, none deleted).
+    """Make a cluster the database lost (or its lost node groups) again from the held
+    machines that claim it: its node groups from their tags and listed flavor and
+    image; each group's pass then adopts its machines (none made, none deleted).
 
     Example: shoal orphan adopt 0e1d7c2a-... --name prod
     """
