@@ -59,8 +59,11 @@ class Sweeper:
         deleted = 0
         ctx = self.ctx
         orphans.purge_tombstones(ctx.db, ctx.now() - timedelta(days=ctx.settings.tombstone_days))
-        listed: set[str] = set()  # providers over one backend (sim and its VMs) list alike
-        for p in ctx.providers.values():
+        # Providers over one backend (the sim and its VMs) list alike: a machine is held
+        # once, under the first that lists it (the default provider first).
+        listed: set[str] = set()
+        ordered = sorted(ctx.providers.values(), key=lambda p: p.name != ctx.default_provider)
+        for p in ordered:
             try:
                 deleted += self.sweep_provider(p, listed)
             except DriverError as exc:
@@ -97,7 +100,7 @@ class Sweeper:
             buried = []
         kept = len(held) - len(asked) - len(buried)
         if kept:
-            log.info(
+            log.warning(
                 "sweeper: holding %d machine(s) of %s whose node groups this database does "
                 "not know (see shoal orphan list)",
                 kept,
@@ -141,12 +144,13 @@ def to_delete(
     """Which held machines to delete now: those an admin asked for, and those whose
     node group or cluster shoal deleted (`dead`) held at least `grace`. The rest
     (nothing says shoal is done with them) are kept."""
+    gone = set(dead)
     asked = [h for h in held if h.delete_requested_at is not None]
     buried = [
         h
         for h in held
         if h.delete_requested_at is None
-        and ({h.seen.nodegroup_uuid, h.seen.cluster_uuid} & set(dead))
+        and ({h.seen.nodegroup_uuid, h.seen.cluster_uuid} & gone)
         and now - h.first_seen >= grace
     ]
     return asked, buried
