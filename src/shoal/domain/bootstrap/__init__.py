@@ -29,6 +29,7 @@ from shoal.domain.bootstrap.versions import KubeVersion
 
 __all__ = [
     "AGENT_UNIT",
+    "AGENT_UNIT_PATH",
     "IDENTITY_PATH",
     "START_AGENT",
     "VERSION",
@@ -39,6 +40,8 @@ __all__ = [
     "KubeVersion",
     "Master",
     "NodeIdentity",
+    "cloud_config",
+    "identity_file",
     "render",
     "user_data",
 ]
