@@ -207,9 +207,9 @@ def test_a_single_master_runs_the_control_plane_in_order() -> None:
     assert parsed.node_ip_route_to == "203.0.113.5"  # its address is found at start
     by = {s.name: s for s in b.services}
     assert "--advertise-address=${node_ip}" in by["kube-apiserver"].argv
-    assert "--port=0" in by["kube-controller-manager"].argv and "--port=0" in by[
-        "kube-scheduler"
-    ].argv
+    assert (
+        "--port=0" in by["kube-controller-manager"].argv and "--port=0" in by["kube-scheduler"].argv
+    )
     assert "--leader-elect=false" in by["kube-scheduler"].argv
     assert "--controllers=*,bootstrapsigner,tokencleaner" in by["kube-controller-manager"].argv
     assert by["cluster-bootstrap"].oneshot and by["cluster-bootstrap"].depends_on == (
@@ -221,7 +221,9 @@ def test_a_single_master_runs_the_control_plane_in_order() -> None:
 
 
 def test_the_api_server_certificate_names_every_way_it_is_reached() -> None:
-    b = kubernetes.bundle(node("demo-master-1", "master", address="10.0.0.11"), THREE, SECRETS, V, NOW)
+    b = kubernetes.bundle(
+        node("demo-master-1", "master", address="10.0.0.11"), THREE, SECRETS, V, NOW
+    )
     f = files_of(b)
     serving = cert(f["/etc/kubernetes/pki/apiserver.crt"].content)
     assert signed_by_ca(serving)
@@ -299,13 +301,17 @@ def test_the_first_master_creates_what_lets_workers_join() -> None:
 
 
 def test_only_the_first_master_runs_the_cluster_bootstrap() -> None:
-    b = kubernetes.bundle(node("demo-master-2", "master", address="10.0.0.12"), THREE, SECRETS, V, NOW)
+    b = kubernetes.bundle(
+        node("demo-master-2", "master", address="10.0.0.12"), THREE, SECRETS, V, NOW
+    )
     assert "cluster-bootstrap" not in [s.name for s in b.services]
     assert kubernetes.CLUSTER_BOOTSTRAP not in files_of(b)
 
 
 def test_multi_master_etcd_peers_over_tls_between_every_master() -> None:
-    b = kubernetes.bundle(node("demo-master-1", "master", address="10.0.0.11"), THREE, SECRETS, V, NOW)
+    b = kubernetes.bundle(
+        node("demo-master-1", "master", address="10.0.0.11"), THREE, SECRETS, V, NOW
+    )
     etcd = next(s for s in b.services if s.name == "etcd").argv
     assert (
         "--initial-cluster=demo-master-0=https://10.0.0.10:2380,"
@@ -374,7 +380,9 @@ def test_a_worker_joins_by_tls_bootstrap_and_holds_no_cluster_secret() -> None:
     assert "--register-with-taints=dedicated=gpu:NoSchedule" in kubelet
     assert b.node_ip_route_to is None  # the address was known: nothing to find
     cni = json.loads(f["/etc/cni/net.d/10-shoal-bridge.conflist"].content)
-    assert cni["plugins"][0]["ipam"]["ranges"] == [[{"subnet": "10.244.3.0/24", "gateway": "10.244.3.1"}]]
+    assert cni["plugins"][0]["ipam"]["ranges"] == [
+        [{"subnet": "10.244.3.0/24", "gateway": "10.244.3.1"}]
+    ]
     kubelet_config = yaml.safe_load(f["/var/lib/kubelet/config.yaml"].content)
     assert kubelet_config["kind"] == "KubeletConfiguration"
     assert kubelet_config["rotateCertificates"] is True
@@ -389,7 +397,11 @@ def test_containerd_config_is_toml_with_the_pause_image_and_no_negative_oom_scor
     assert doc["version"] == 2 and doc["grpc"]["address"] == "/run/containerd/containerd.sock"
     assert cri["sandbox_image"] == "k8s.gcr.io/pause:3.4"
     assert cri["restrict_oom_score_adj"] is True
-    assert cri["cni"] == {"bin_dir": "/usr/lib/cni", "conf_dir": "/etc/cni/net.d", "max_conf_num": 1}
+    assert cri["cni"] == {
+        "bin_dir": "/usr/lib/cni",
+        "conf_dir": "/etc/cni/net.d",
+        "max_conf_num": 1,
+    }
     assert cri["containerd"]["runtimes"]["runc"]["options"] == {"SystemdCgroup": False}
 
 
@@ -398,16 +410,16 @@ def test_containerd_config_is_toml_with_the_pause_image_and_no_negative_oom_scor
 
 def test_render_is_a_cloud_config_with_identity_agent_and_kubernetes() -> None:
     m = node("demo-master-0", "master")
-    text = bootstrap.render(m, ONE, SECRETS, V, shoal_url="https://s:9511", agent_token="t", now=NOW)
+    text = bootstrap.render(
+        m, ONE, SECRETS, V, shoal_url="https://s:9511", agent_token="t", now=NOW
+    )
     doc = yaml.safe_load(text)
     paths = [w["path"] for w in doc["write_files"]]
     assert paths[:2] == [bootstrap.IDENTITY_PATH, "/etc/systemd/system/shoal-agent.service"]
     assert paths[-1] == svc.PATH and len(paths) == len(set(paths))
     assert doc["runcmd"] == [["sh", "-c", bootstrap.START_AGENT]]
     secret = [w["path"] for w in doc["write_files"] if w["path"].endswith((".key", ".conf"))]
-    assert all(
-        w["permissions"] == "0600" for w in doc["write_files"] if w["path"] in secret
-    )
+    assert all(w["permissions"] == "0600" for w in doc["write_files"] if w["path"] in secret)
     # OpenStack's Nova takes at most 65535 bytes of base64 user data
     assert len(base64.b64encode(text.encode())) < 65535
 
@@ -416,7 +428,10 @@ def test_the_agent_only_user_data_is_unchanged_by_the_package() -> None:
     who = bootstrap.NodeIdentity("u", "n", "c", "g", "p", "worker")
     assert bootstrap.user_data(who, "http://s", "t") == bootstrap.cloud_config(
         "n",
-        [bootstrap.identity_file(who, "http://s", "t"), bootstrap.File(bootstrap.AGENT_UNIT_PATH, bootstrap.AGENT_UNIT)],
+        [
+            bootstrap.identity_file(who, "http://s", "t"),
+            bootstrap.File(bootstrap.AGENT_UNIT_PATH, bootstrap.AGENT_UNIT),
+        ],
     )
 
 

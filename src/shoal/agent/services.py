@@ -216,9 +216,7 @@ class Supervisor:
         self._lock = threading.RLock()
 
     def _uses_node_ip(self) -> bool:
-        return any(
-            NODE_IP in a for s in self.manifest.services for a in (*s.argv, *s.env.values())
-        )
+        return any(NODE_IP in a for s in self.manifest.services for a in (*s.argv, *s.env.values()))
 
     def _fill(self, text: str) -> str:
         for key, value in self.facts.items():

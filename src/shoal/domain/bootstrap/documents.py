@@ -32,7 +32,7 @@ def _b64(text: str) -> str:
 
 
 def _yaml(doc: Mapping[str, Any]) -> str:
-    return yaml.safe_dump(dict(doc), sort_keys=False, default_flow_style=False)
+    return str(yaml.safe_dump(dict(doc), sort_keys=False, default_flow_style=False))
 
 
 def kubeconfig(
@@ -271,11 +271,15 @@ def cluster_bootstrap(token: str, cluster_info_kubeconfig: str) -> str:
                 "name": "shoal:bootstrap-signer-clusterinfo",
             },
             "subjects": [
-                {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "system:anonymous"}
+                {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "User",
+                    "name": "system:anonymous",
+                }
             ],
         },
     ]
-    return yaml.safe_dump_all(docs, sort_keys=False)
+    return str(yaml.safe_dump_all(docs, sort_keys=False))
 
 
 def cluster_info(server: str, ca_pem: str) -> str:
@@ -285,7 +289,10 @@ def cluster_info(server: str, ca_pem: str) -> str:
             "apiVersion": "v1",
             "kind": "Config",
             "clusters": [
-                {"name": "", "cluster": {"server": server, "certificate-authority-data": _b64(ca_pem)}}
+                {
+                    "name": "",
+                    "cluster": {"server": server, "certificate-authority-data": _b64(ca_pem)},
+                }
             ],
             "users": [],
             "contexts": [],

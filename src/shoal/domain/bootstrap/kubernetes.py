@@ -146,9 +146,7 @@ def kubelet_may_set(key: str) -> bool:
     domain = key.split("/", 1)[0] if "/" in key else ""
     if not domain:
         return True
-    reserved = any(
-        domain == d or domain.endswith("." + d) for d in ("kubernetes.io", "k8s.io")
-    )
+    reserved = any(domain == d or domain.endswith("." + d) for d in ("kubernetes.io", "k8s.io"))
     if not reserved:
         return True
     if key in _KUBELET_LABELS:
@@ -199,9 +197,7 @@ def bundle(
             raise NotRenderable(f"master {name} is not among the cluster's masters {masters}")
         files += _control_plane_files(node, cluster, secrets, version, now)
         services += _control_plane(node, cluster, node_ip)
-        kubelet_pair = certs.issue(
-            ca, f"system:node:{name}", now, organizations=["system:nodes"]
-        )
+        kubelet_pair = certs.issue(ca, f"system:node:{name}", now, organizations=["system:nodes"])
         files.append(
             File(
                 KUBELET_CONF,
@@ -283,7 +279,7 @@ def _control_plane_files(
         File(f"{PKI}/sa.key", secrets.service_account_key_pem, "0600"),
         File(f"{PKI}/sa.pub", certs.public_pem(secrets.service_account_key_pem)),
     ]
-    users = (
+    users: tuple[tuple[str, str, list[str]], ...] = (
         (ADMIN_CONF, "kubernetes-admin", ["system:masters"]),
         (f"{ETC}/controller-manager.conf", "system:kube-controller-manager", []),
         (f"{ETC}/scheduler.conf", "system:kube-scheduler", []),
@@ -456,7 +452,9 @@ def kubelet_argv(node: KubeNode, node_ip: str) -> list[str]:
         argv.append(f"--node-labels={documents.flag_list(labels)}")
     taints = ((MASTER_TAINT,) if node.is_master else ()) + node.taints
     if taints:
-        argv.append(f"--register-with-taints={documents.flag_list([taint_flag(t) for t in taints])}")
+        argv.append(
+            f"--register-with-taints={documents.flag_list([taint_flag(t) for t in taints])}"
+        )
     return argv
 
 
