@@ -279,7 +279,9 @@ def test_the_service_account_key_pair_matches() -> None:
 
 def test_the_first_master_creates_what_lets_workers_join() -> None:
     f = files_of(kubernetes.bundle(node("demo-master-0", "master"), ONE, SECRETS, V, NOW))
-    docs = list(yaml.safe_load_all(f[kubernetes.CLUSTER_BOOTSTRAP].content))
+    listed = yaml.safe_load(f[kubernetes.CLUSTER_BOOTSTRAP].content)
+    assert (listed["apiVersion"], listed["kind"]) == ("v1", "List")
+    docs = listed["items"]
     token_id, _, secret = SECRETS.bootstrap_token.partition(".")
     kinds = {(d["kind"], d["metadata"]["name"]) for d in docs}
     assert ("Secret", f"bootstrap-token-{token_id}") in kinds
