@@ -4,7 +4,11 @@ stop / start / restart, and the manifest's rules."""
 
 from __future__ import annotations
 
+import json
 import os
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -257,3 +261,59 @@ BAD_MANIFESTS = [
 def test_a_bad_manifest_is_refused_with_what_is_wrong(doc: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         s.parse(doc)
+
+
+def test_shoal_agent_runs_the_manifest_without_shoal_and_stops_it_on_sigterm(
+    tmp_path: Path,
+) -> None:
+    pid_file = tmp_path / "svc.pid"
+    manifest_file = tmp_path / "services.json"
+    manifest_file.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "services": [
+                    {"name": "svc", "argv": ["sh", "-c", f"echo $$ > {pid_file}; exec sleep 30"]}
+                ],
+            }
+        )
+    )
+    argv = [sys.executable, "-m", "shoal.agent.main", "--identity", str(tmp_path / "none.json")]
+    argv += ["--services", str(manifest_file), "--state-dir", str(tmp_path / "state")]
+    agent = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        end = time.monotonic() + DEADLINE_S
+        while not (pid_file.exists() and pid_file.read_text().strip()):
+            assert time.monotonic() < end and agent.poll() is None, "the service did not start"
+            time.sleep(0.05)
+        service_pid = int(pid_file.read_text())
+        assert alive(service_pid)
+        agent.send_signal(signal.SIGTERM)
+        assert agent.wait(timeout=DEADLINE_S) == 0
+        out = agent.stdout.read().decode() if agent.stdout else ""
+        assert "cannot read the identity" in out
+        end = time.monotonic() + DEADLINE_S
+        while alive(service_pid):  # reaped by the agent: gone once it has exited
+            assert time.monotonic() < end, "the service outlived the agent"
+            time.sleep(0.05)
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+            agent.wait(timeout=DEADLINE_S)
+
+
+def test_shoal_agent_refuses_a_bad_manifest(tmp_path: Path) -> None:
+    manifest_file = tmp_path / "services.json"
+    manifest_file.write_text('{"version": 1, "services": [{"name": "a"}]}')
+    done = subprocess.run(
+        [sys.executable, "-m", "shoal.agent.main", "--services", str(manifest_file)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        f"shoal-agent: cannot read the services {manifest_file}: "
+        "service a: argv must be a non-empty list of strings"
+    )
