@@ -15,7 +15,6 @@ temporary directory.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import shutil
@@ -151,7 +150,13 @@ def cluster(tmp_path: Path) -> Iterator[tuple[Node, Node, dict[str, object]]]:
 
     master, mb = lay("m0", "master", 0)
     worker, wb = lay("localhost", "worker", 1)
-    info: dict[str, object] = {"ca": ca, "api_port": api_port, "master": mb, "worker": wb}
+    info: dict[str, object] = {
+        "ca": ca,
+        "api_port": api_port,
+        "master": mb,
+        "worker": wb,
+        "token_id": token.split(".")[0],
+    }
     try:
         yield master, worker, info
     finally:
@@ -262,23 +267,23 @@ def test_the_rendered_control_plane_runs_and_a_worker_completes_tls_bootstrap(
             f"--container-runtime-endpoint=unix://{worker.root}/no-runtime.sock",
         ),
     )
-    kubelet_conf = Path(worker.moved(kubernetes.KUBELET_CONF))
+    current = worker.root / "var/lib/kubelet/pki/kubelet-client-current.pem"
     until(
-        "the kubelet's own kubeconfig after TLS bootstrap",
-        kubelet_conf.exists,
+        "the kubelet's client certificate after TLS bootstrap",
+        current.exists,
         worker.root / "kubelet.log",
     )
-    csrs = kubectl(master.bin_dir, admin, "get", "csr", "-o", "jsonpath={..conditions[*].type}")
-    assert "Approved" in csrs.stdout, csrs
-    written = yaml.safe_load(kubelet_conf.read_text())
-    client = written["users"][0]["user"]
-    pem = (
-        Path(client["client-certificate"]).read_bytes()
-        if "client-certificate" in client
-        else (base64.b64decode(client["client-certificate-data"]))
-    )
-    issued = x509.load_pem_x509_certificate(pem)
+    listed = kubectl(master.bin_dir, admin, "get", "csr", "-o", "json")
+    assert listed.returncode == 0, listed.stderr
+    (csr_obj,) = json.loads(listed.stdout)["items"]
+    token_id = info["token_id"]
+    assert csr_obj["spec"]["username"] == f"system:bootstrap:{token_id}"
+    assert [c["type"] for c in csr_obj["status"]["conditions"]] == ["Approved"]
+    issued = x509.load_pem_x509_certificate(current.read_bytes())
     assert issued.subject.rfc4514_string() == "CN=system:node:localhost,O=system:nodes"
+    issued.verify_directly_issued_by(x509.load_pem_x509_certificate(ca.cert_pem.encode()))
+    written = yaml.safe_load(Path(worker.moved(kubernetes.KUBELET_CONF)).read_text())
+    assert written["users"][0]["user"]["client-certificate"] == str(current)
 
 
 def _connects(port: int) -> bool:
