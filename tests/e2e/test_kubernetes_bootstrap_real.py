@@ -22,6 +22,7 @@ import signal
 import socket
 import subprocess
 import time
+import tomllib
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -292,3 +293,32 @@ def _connects(port: int) -> bool:
             return True
     except OSError:
         return False
+
+
+def test_containerd_reads_the_rendered_config_as_meant(tmp_path: Path) -> None:
+    """containerd's own `config dump` (the typed, merged config: a key it does not know
+    is dropped) holds every value shoal set, at the place containerd reads it."""
+    containerd = shutil.which("containerd")
+    if containerd is None:
+        pytest.skip("no containerd (Debian's containerd package)")
+    path = tmp_path / "config.toml"
+    path.write_text(kubernetes.documents.containerd_config(versions.resolve(None)))
+    done = subprocess.run(
+        [containerd, "--config", str(path), "config", "dump"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    dumped = tomllib.loads(done.stdout)
+    cri = dumped["plugins"]["io.containerd.grpc.v1.cri"]
+    assert dumped["grpc"]["address"] == "/run/containerd/containerd.sock"
+    assert cri["sandbox_image"] == "k8s.gcr.io/pause:3.4"
+    assert cri["restrict_oom_score_adj"] is True
+    assert cri["disable_apparmor"] is True
+    assert (cri["cni"]["bin_dir"], cri["cni"]["conf_dir"]) == ("/usr/lib/cni", "/etc/cni/net.d")
+    assert cri["containerd"]["snapshotter"] == "overlayfs"
+    runc = cri["containerd"]["runtimes"]["runc"]
+    assert runc["runtime_type"] == "io.containerd.runc.v2"
+    assert runc["options"]["SystemdCgroup"] is False
