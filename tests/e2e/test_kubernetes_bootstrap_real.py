@@ -5,7 +5,7 @@ rendered admin kubeconfig; a kubeconfig whose certificate shoal signed from a CS
 master's one-shot step creates the bootstrap token and RBAC; and a worker's
 kubelet, with only its rendered bootstrap kubeconfig and KubeletConfiguration,
 completes TLS bootstrap: the controller-manager approves its CSR and it writes its
-own kubeconfig.
+own kubeconfig. containerd's own `config dump` holds the rendered config's values.
 
 The binaries are the Kubernetes harness's cache (tests/harness/kubernetes builds
 them into ~/.cache/shoal/kubernetes-*/bin); without it this test skips. Everything
