@@ -88,7 +88,7 @@ def without_agent_token(text: str) -> str:
     anyone who may read the host's process list or domain XML sees. User data shoal
     did not render this way comes back unchanged."""
     header = "#cloud-config\n"
-    if not text.startswith(header) or '"agent_token"' not in text:
+    if not text.startswith(header) or "agent_token" not in text:
         return text
     try:
         config = json.loads(text[len(header) :])
