@@ -365,8 +365,8 @@ def test_a_template_that_reaches_the_host_is_refused_at_start_and_at_define(
     stored before the check existed): nothing is defined, nothing is left in the pool."""
     require_libvirt_python()
     shared = tmp_path / "shared.xml"
-    shared.write_text(DEFAULT.replace("<devices>", "<devices><filesystem type='mount'>"
-                                      "<source dir='/'/><target dir='h'/></filesystem>"))  # fmt: skip
+    fs = "<filesystem type='mount'><source dir='/'/><target dir='h'/></filesystem>"
+    shared.write_text(DEFAULT.replace("<devices>", "<devices>" + fs))
     ps = ProviderSettings("lv", "libvirt", settings(domain_template=str(shared)))
     with pytest.raises(SettingsError, match="<filesystem> is not allowed"):
         registry.build(Settings(data_dir=tmp_path, providers=(ps,), default_provider="lv"))

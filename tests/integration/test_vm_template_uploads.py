@@ -113,9 +113,7 @@ def world(server: LiveServer) -> tuple[Api, Api, dict[str, str]]:
     template and a cluster template of theirs (made by the admin, with no template)."""
     admin = Api(server, project=f"vt-{uuid.uuid4().hex[:8]}", role="admin")
     member = Api(server, project=admin.project, role="member")
-    cluster = admin.cluster(name="edge", image_id=IMAGE, node_groups=[MASTER, virt_group()])[
-        "uuid"
-    ]
+    cluster = admin.cluster(name="edge", image_id=IMAGE, node_groups=[MASTER, virt_group()])["uuid"]
     ngt = admin.ok("POST", "/nodegrouptemplates", 201, json=virt_group(name="vn"))["uuid"]
     template = admin.template(name="t")["uuid"]
     return admin, member, {"cluster": cluster, "ngt": ngt, "template": template}

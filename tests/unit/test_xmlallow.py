@@ -41,7 +41,8 @@ def domain(devices: str = "", os_extra: str = "", top: str = "", kind: str = "kv
 OVERLAY = ("<disk type='file' device='disk'><driver name='qemu' type='qcow2'/>"
            "<source file='/pool/m.qcow2'/><target dev='vda' bus='virtio'/></disk>")  # fmt: skip
 SEED_CDROM = ("<disk type='file' device='cdrom'><driver name='qemu' type='raw'/>"
-              "<source file='/pool/m-seed.iso'/><target dev='hdc' bus='ide'/><readonly/></disk>")  # fmt: skip
+              "<source file='/pool/m-seed.iso'/><target dev='hdc' bus='ide'/>"
+              "<readonly/></disk>")  # fmt: skip
 
 ALLOWED = {
     "the overlay and the seed": domain(OVERLAY + SEED_CDROM),
