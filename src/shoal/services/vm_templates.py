@@ -30,9 +30,9 @@ def enforce(
     uploads a template that is not one of `kept`, and the caller may not upload."""
     for attrs in given:
         value = attrs.get(KEY)
-        if value is None or value == "" or value in kept:
+        if value is None or value == "" or (isinstance(value, str) and value in kept):
             continue
-        policy.enforce(caller, RULE)
+        policy.enforce(caller, RULE)  # anything else sent there is an upload (or garbage)
 
 
 def kept_by(entries: Iterable[m.TemplateEntry]) -> set[Any]:
