@@ -248,7 +248,9 @@ class LibvirtDriver:
                 raise PermanentError(f"machine {machine_id}: its flavor {meta.flavor} is gone")
             spec = _spec_of(seen, meta, image_id)
             new_meta = dataclasses.replace(meta, image=image_id, created=self.clock(), fault="",
-                                           fault_kind=None)  # fmt: skip
+                                           fault_kind=None,  # and a token an older one kept
+                                           user_data=bootstrap.without_agent_token(
+                                               meta.user_data))  # fmt: skip
             with self._host_locks[host]:
                 self.hosts.call(host, lambda _c: _destroy(dom))
                 mac = seen.facts.macs[0] if seen.facts.macs else template.mac_for(machine_id, ())
