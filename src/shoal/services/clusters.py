@@ -17,7 +17,7 @@ from shoal.domain import entries, jsonpatch, merge, policy, specs
 from shoal.domain import model as m
 from shoal.domain import validation as v
 from shoal.domain.errors import Invalid, QuotaExceeded
-from shoal.services import resize, sources
+from shoal.services import resize, sources, vm_templates
 from shoal.services.context import Caller
 from shoal.services.views import ClusterView, GroupView
 
@@ -60,6 +60,7 @@ def create(
         raise Invalid("give cluster_template_id or from_cluster, not both", "from_cluster")
     request_attrs = {k: x for k, x in request.items() if x is not None}
     given = entries.parse_list(body.get("node_groups"), "node_groups")
+    vm_templates.enforce(caller, (e.attrs for e in given))
     with db.write() as s:
         _check_quota(s, caller.project_id, quota_default)
         base: dict[str, Any] | None = None

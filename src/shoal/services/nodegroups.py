@@ -18,7 +18,7 @@ from shoal.domain import entries, jsonpatch, merge, policy, specs
 from shoal.domain import model as m
 from shoal.domain import validation as v
 from shoal.domain.errors import Conflict, Invalid
-from shoal.services import sources, virt
+from shoal.services import sources, virt, vm_templates
 from shoal.services.context import Caller
 from shoal.services.views import GroupView
 
@@ -69,6 +69,7 @@ def create(
         raise Invalid("name is required", "name")
     name = v.name("name", body["name"])
     entry = entries.parse({k: x for k, x in body.items() if k != "project_id"}, "nodegroup")
+    vm_templates.enforce(caller, [entry.attrs])
     if entry.attrs.get("role") == m.ROLE_MASTER:
         raise Invalid("Creating master nodegroups is currently not supported.", "role")
     with db.write() as s:
@@ -135,6 +136,7 @@ def update(db: Database, caller: Caller, cluster_ident: str, ident: str, patch: 
         spec = nodegroups.spec_of(row)
         current = specs.spec_as_attrs(spec)
         changes = jsonpatch.apply(current, patch, PATCHABLE, kind="nodegroup")
+        vm_templates.enforce(caller, [changes], kept=[spec.vm_template])
         _gate_114(caller, changes)
         if row.deleting:
             raise Conflict(f"NodeGroup {row.name} is being deleted")

@@ -14,7 +14,7 @@ from shoal.domain import entries, jsonpatch, merge, policy, specs
 from shoal.domain import model as m
 from shoal.domain import validation as v
 from shoal.domain.errors import Invalid
-from shoal.services import sources
+from shoal.services import sources, vm_templates
 from shoal.services.context import Caller
 
 CREATE_KEYS = frozenset(specs.TEMPLATE_ATTRS) | {
@@ -54,6 +54,7 @@ def create(db: Database, caller: Caller, body: dict[str, Any]) -> m.ClusterTempl
     attrs = specs.check_attrs("clustertemplate", body, specs.TEMPLATE_ATTRS)
     _check_publish(caller, attrs)
     given = _parse_entries(body.get("node_group_templates"))
+    vm_templates.enforce(caller, (e.attrs for e in given))
     with db.write() as s:
         ngts = sources.template_entries(s, caller.project_id, given, caller.limits)
         source_id = None
@@ -147,6 +148,10 @@ def update(db: Database, caller: Caller, ident: str, patch: Any) -> m.ClusterTem
             ngts = entries.as_written(ct.node_group_templates, templates.referenced_ngts(s, ct))
         else:
             given = _parse_entries(ngts_raw)
+            ct = templates.get_ct(s, caller.scope, row.uuid)
+            vm_templates.enforce(
+                caller, (e.attrs for e in given), vm_templates.kept_by(ct.node_group_templates)
+            )
             ngts = sources.template_entries(s, caller.project_id, given, caller.limits)
         _require(attrs, ngts)
         if ngts_raw is not ...:
