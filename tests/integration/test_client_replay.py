@@ -372,6 +372,12 @@ def test_zone_label_of_an_unchecked_provider_is_accepted_and_pins(server: LiveSe
     groups = api.groups(c["uuid"])
     assert groups["default-worker"]["availability_zones"] == ["somewhere"]
     assert groups["default-master"]["availability_zones"] == ["somewhere"]
+    # A group added later takes the cluster's labels, so the zone too; its own zones win.
+    added = api.ok("POST", f"/clusters/{c['uuid']}/nodegroups", 202, json={"name": "more"})
+    assert added["availability_zones"] == ["somewhere"]
+    own = {"name": "own", "availability_zones": ["elsewhere"]}
+    added = api.ok("POST", f"/clusters/{c['uuid']}/nodegroups", 202, json=own)
+    assert added["availability_zones"] == ["elsewhere"]
 
 
 def test_template_path_unchanged_for_missing_ids(server: LiveServer) -> None:

@@ -7,7 +7,7 @@ from typing import Any, NoReturn
 
 from sqlalchemy.orm import Session
 
-from shoal.db import credentials, events, providers
+from shoal.db import credentials, events
 from shoal.db.engine import Database
 from shoal.db.repo import clusters, nodegroups, quotas, templates
 from shoal.db.repo.paging import Page
@@ -17,6 +17,7 @@ from shoal.domain import derived, entries, jsonpatch, merge, policy, specs
 from shoal.domain import model as m
 from shoal.domain import validation as v
 from shoal.domain.errors import Invalid, QuotaExceeded, Unsupported
+from shoal.services import providers as zones_of
 from shoal.services import resize, sources
 from shoal.services.context import Caller
 from shoal.services.views import ClusterView, GroupView
@@ -60,7 +61,7 @@ def create(
         raise Invalid("give cluster_template_id or from_cluster, not both", "from_cluster")
     request_attrs = {k: x for k, x in request.items() if x is not None}
     given = entries.parse_list(body.get("node_groups"), "node_groups")
-    zones = known_zones(db)  # read before the write transaction (one connection at a time)
+    zones = zones_of.known_zones(db)  # read before the write transaction (one connection at a time)
     with db.write() as s:
         _check_quota(s, caller.project_id, quota_default)
         base: dict[str, Any] | None = None
@@ -119,17 +120,6 @@ def create(
             + ", ".join(f"{p.name} ({p.spec.role} x{p.spec.node_count})" for p in plans),
         )
         return cluster
-
-
-def known_zones(db: Database) -> dict[str, list[str]]:
-    """The zones of each provider a conductor has seen reachable with zones (the API
-    never asks a cloud); a provider not checked yet is absent: its zones are unknown."""
-    out: dict[str, list[str]] = {}
-    for name, check in providers.latest(db).items():
-        zones = list(check.facts.get("availability_zones") or [])
-        if check.reachable and zones:
-            out[name] = [str(z) for z in zones]
-    return out
 
 
 def _check_quota(s: Session, project_id: str, default: int) -> None:
