@@ -14,10 +14,11 @@ from shoal.db.engine import Database
 from shoal.db.repo import clusters, nodegroups, nodes, operations
 from shoal.db.repo.paging import Page
 from shoal.db.types import utcnow
-from shoal.domain import entries, jsonpatch, merge, policy, specs
+from shoal.domain import derived, entries, jsonpatch, merge, policy, specs
 from shoal.domain import model as m
 from shoal.domain import validation as v
 from shoal.domain.errors import Conflict, Invalid
+from shoal.services import providers as zones_of
 from shoal.services import sources, virt, vm_templates
 from shoal.services.context import Caller
 from shoal.services.views import GroupView
@@ -72,6 +73,7 @@ def create(
     vm_templates.enforce(caller, [entry.attrs])
     if entry.attrs.get("role") == m.ROLE_MASTER:
         raise Invalid("Creating master nodegroups is currently not supported.", "role")
+    zones = zones_of.known_zones(db)  # read before the write transaction
     with db.write() as s:
         cluster = clusters.find_changeable_row(s, caller.scope, cluster_ident)
         source = sources.resolve(s, caller.scope, entry, cluster_uuid=cluster.uuid)
@@ -83,6 +85,8 @@ def create(
         attrs = cluster.attrs or {}
         plan = merge.fill_from_cluster(entries.plan(entry, source), attrs)
         plan = merge.with_provider(plan, attrs, providers)
+        zone = derived.label_zone({"labels": plan.spec.labels})  # its labels, else the cluster's
+        plan = derived.pin_zone([plan], zone, zones)[0]
         v.spec_nodes(plan.spec, caller.limits)
         v.counts(plan.spec, allow_zero=caller.at_least(1, 10))
         if not plan.spec.image_id:
