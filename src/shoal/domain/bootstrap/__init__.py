@@ -23,6 +23,7 @@ from shoal.domain.bootstrap.cloudconfig import (
     cloud_config,
     identity_file,
     user_data,
+    without_agent_token,
 )
 from shoal.domain.bootstrap.kubernetes import ClusterPlan, ClusterSecrets, KubeNode, Master
 from shoal.domain.bootstrap.versions import KubeVersion
@@ -44,6 +45,7 @@ __all__ = [
     "identity_file",
     "render",
     "user_data",
+    "without_agent_token",
 ]
 
 

@@ -99,3 +99,24 @@ def user_data(who: NodeIdentity, shoal_url: str, agent_token: str | None = None)
         who.name,
         [identity_file(who, shoal_url, agent_token), File(AGENT_UNIT_PATH, AGENT_UNIT)],
     )
+
+
+def without_agent_token(text: str) -> str:
+    """`text` (user data) with the node agent's token taken out of the identity file, for
+    where it must not be written: a kernel command line or a domain's metadata, which
+    anyone who may read the host's process list or domain XML sees. User data shoal
+    did not render this way comes back unchanged."""
+    header = "#cloud-config\n"
+    if not text.startswith(header) or "agent_token" not in text:
+        return text
+    try:
+        config = json.loads(text[len(header) :])
+        files = config["write_files"]
+        for f in files:
+            if f.get("path") == IDENTITY_PATH:
+                identity = json.loads(f["content"])
+                identity.pop("agent_token", None)
+                f["content"] = json.dumps(identity, sort_keys=True) + "\n"
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return text
+    return header + json.dumps(config, indent=1, sort_keys=True) + "\n"
