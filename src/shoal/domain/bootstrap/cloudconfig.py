@@ -1,20 +1,22 @@
-"""The bootstrap data shoal renders for each node: cloud-init user data.
-
-For now a minimal `#cloud-config` that sets the hostname, writes the node's
-identity, shoal's address and the node agent's token to `/etc/shoal/node.json`
-(0600: what the node agent and, later, the Kubernetes bootstrap read), and
-starts `shoal-agent` when the image carries it (a systemd unit). It is written
-as JSON, which YAML (and so cloud-init) reads as it is, and which costs
-microseconds per node to render.
+"""The cloud-init user data shoal renders for each node: a `#cloud-config` that sets
+the hostname, writes the node's identity, shoal's address and the node agent's
+token to `/etc/shoal/node.json` (0600: what the node agent reads), writes any
+further files (the Kubernetes configuration, `kubernetes.py`) and starts
+`shoal-agent` when the image carries it (a systemd unit, or in the background
+where there is no systemd). It is written as JSON, which YAML (and so cloud-init)
+reads as it is, and which costs microseconds per node to render.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 VERSION = "1"  # changes when the rendered data changes in a way nodes must be rebuilt for
 IDENTITY_PATH = "/etc/shoal/node.json"
+AGENT_UNIT_PATH = "/etc/systemd/system/shoal-agent.service"
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,15 @@ class NodeIdentity:
     nodegroup: str
     project: str
     role: str
+
+
+@dataclass(frozen=True)
+class File:
+    """One file cloud-init writes (parent directories are made as needed)."""
+
+    path: str
+    content: str
+    permissions: str = "0644"
 
 
 AGENT_UNIT = """[Unit]
@@ -48,8 +59,8 @@ START_AGENT = (
 )
 
 
-def user_data(who: NodeIdentity, shoal_url: str, agent_token: str | None = None) -> str:
-    """The node's `#cloud-config` user data."""
+def identity_file(who: NodeIdentity, shoal_url: str, agent_token: str | None) -> File:
+    """`/etc/shoal/node.json`: the node's identity, shoal's URL and its agent's token."""
     identity = {
         "node": who.node,
         "name": who.name,
@@ -62,24 +73,32 @@ def user_data(who: NodeIdentity, shoal_url: str, agent_token: str | None = None)
     }
     if agent_token:
         identity["agent_token"] = agent_token
-    config = {
-        "hostname": who.name,
+    return File(IDENTITY_PATH, json.dumps(identity, sort_keys=True) + "\n", "0600")
+
+
+def cloud_config(hostname: str, files: Sequence[File]) -> str:
+    """A `#cloud-config` that sets `hostname`, writes `files` (in order) and starts the
+    node agent. Paths must be unique: a second write of one path is a renderer bug."""
+    paths = [f.path for f in files]
+    if len(set(paths)) != len(paths):
+        raise ValueError(f"files written twice: {sorted({p for p in paths if paths.count(p) > 1})}")
+    config: dict[str, Any] = {
+        "hostname": hostname,
         "preserve_hostname": False,
         "write_files": [
-            {
-                "path": IDENTITY_PATH,
-                "permissions": "0600",
-                "content": json.dumps(identity, sort_keys=True) + "\n",
-            },
-            {
-                "path": "/etc/systemd/system/shoal-agent.service",
-                "permissions": "0644",
-                "content": AGENT_UNIT,
-            },
+            {"path": f.path, "permissions": f.permissions, "content": f.content} for f in files
         ],
         "runcmd": [["sh", "-c", START_AGENT]],
     }
     return "#cloud-config\n" + json.dumps(config, indent=1, sort_keys=True) + "\n"
+
+
+def user_data(who: NodeIdentity, shoal_url: str, agent_token: str | None = None) -> str:
+    """The node's `#cloud-config` user data: its identity and the agent, nothing else."""
+    return cloud_config(
+        who.name,
+        [identity_file(who, shoal_url, agent_token), File(AGENT_UNIT_PATH, AGENT_UNIT)],
+    )
 
 
 def without_agent_token(text: str) -> str:
