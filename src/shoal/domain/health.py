@@ -12,8 +12,8 @@ when it stops repairing (the health policy's circuit breaker).
   fault, blocks that zone for the group for `ZONE_BLOCK_S`; new machines go to
   the group's other zones meanwhile.
 - **Repairs.** A node that was ready and whose machine failed or vanished is
-  unhealthy. It is replaced unless that would mean more than
-  `max_unhealthy_percent` of the group's desired nodes are unhealthy: then
+  unhealthy. It is replaced unless more than `max_unhealthy_percent` of the
+  group's desired nodes (rounded down, at least one) are unhealthy: then
   repairs stop, the unhealthy nodes are kept for inspection, and the group says
   why (Cluster API's maxUnhealthy).
 """
@@ -138,12 +138,18 @@ def blocked_zones(mem: GroupMemory, now: datetime) -> list[str]:
     return sorted(z for z, t in mem.zone_blocks.items() if t > now)
 
 
+def unhealthy_allowed(desired: int, max_unhealthy_percent: int) -> int:
+    """How many unhealthy nodes a group of `desired` nodes repairs at once: the
+    percentage of the desired nodes, rounded down, but never less than one, so
+    that the first unhealthy node of any group is repaired (with 40 %, a group of
+    one or two nodes would otherwise stop at its first failure)."""
+    return max(1, max(desired, 0) * max_unhealthy_percent // 100)
+
+
 def repairs_allowed(unhealthy: int, desired: int, max_unhealthy_percent: int) -> bool:
     """Whether a group with `unhealthy` unhealthy nodes (of `desired`) may repair them:
-    not when they are more than `max_unhealthy_percent` of the desired nodes."""
-    if unhealthy == 0:
-        return True
-    return unhealthy * 100 <= max_unhealthy_percent * max(desired, 1)
+    not when they are more than `unhealthy_allowed` (the circuit breaker)."""
+    return unhealthy <= unhealthy_allowed(desired, max_unhealthy_percent)
 
 
 # The repair ladder: the rungs, in order, and how an event says each.
