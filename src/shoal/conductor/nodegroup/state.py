@@ -69,7 +69,15 @@ class Pass:
     agents_expected: bool = False  # its provider's nodes run shoal-agent
     virt: VirtView | None = None  # its cluster's virt hosts, on a hosted provider
     hosts_wait: str = ""  # virt hosts being deleted: why they wait for their VMs
+    # An unexpected exception in this group's driver calls or their answers (act): the
+    # per-pass guard makes it the group's ReconcileError (conductor/guard.py).
+    crash: Exception | None = None
     _updates: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    def crashed(self, exc: Exception) -> None:
+        """Something unexpected went wrong in this group's part of act (the first kept)."""
+        if self.crash is None:
+            self.crash = exc
 
     def look_again(self, at: datetime) -> None:
         """Be due again by `at` at the latest (a timeout that ends then)."""
