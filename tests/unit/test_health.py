@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -95,3 +95,29 @@ def test_the_repair_ladder_is_reboot_rebuild_replace_skipping_what_cannot_be_don
     assert health.next_rung(0, True, False, True) == health.REBUILD  # cannot reboot
     assert health.next_rung(0, True, False, False) == health.REPLACE
     assert health.next_rung(0, False, True, True) == health.REPLACE  # no machine left
+
+
+def test_failing_listings_are_counted_from_the_first_and_forgotten_once_one_works() -> None:
+    mem = health.listing_failed(GroupMemory(), T0)
+    mem = health.listing_failed(mem, T0 + timedelta(seconds=7))
+    assert (mem.listing_failures, mem.listing_failing_since) == (2, T0)
+    assert GroupMemory.from_json(mem.to_json()) == mem
+    back = health.listed(mem)
+    assert (back.listing_failures, back.listing_failing_since) == (0, None)
+    assert health.listed(back) is back
+
+
+@pytest.mark.parametrize(
+    ("failures", "since", "says"),
+    [
+        (1, T0, "cannot list the machines of provider east: HTTP 503 (since 12:00 UTC, 1 attempt)"),
+        (4, T0 + timedelta(minutes=75), "(since 13:15 UTC, 4 attempts)"),
+        (2, datetime(2026, 11, 24, 14, 5, tzinfo=timezone(timedelta(hours=2))), "since 12:05 UTC"),
+    ],
+)
+def test_the_reason_of_failing_listings_says_since_when_and_how_many_times(
+    failures: int, since: datetime, says: str
+) -> None:
+    mem = GroupMemory(listing_failures=failures, listing_failing_since=since)
+    text = health.listing_reason("east", "HTTP 503", mem)
+    assert says in text and "check that the provider answers" in text

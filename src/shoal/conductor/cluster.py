@@ -125,7 +125,10 @@ def _finish(ctx: Context, p: Pass) -> None:
     for g in p.snap.groups:
         o = st.outcome_of(g.status) or st.Outcome.IN_PROGRESS
         seen.append(o)
-        if o is not st.Outcome.COMPLETE and g.status_reason:
+        # A complete group whose listings fail says so too (it changes nothing meanwhile).
+        ready = cond.get(g.conditions, cond.READY)
+        listing = ready is not None and ready.reason == cond.LISTING_FAILED
+        if (o is not st.Outcome.COMPLETE or listing) and g.status_reason:
             reasons.append((o is not st.Outcome.FAILED, f"node group {g.name}: {g.status_reason}"))
     outcome = st.aggregate(seen)
     reasons.sort(key=lambda r: r[0])  # failed groups first

@@ -106,6 +106,7 @@ class Pass:
             p.listing_error = listed
         else:
             p.machines = {m.tags.get(TAG_NODE, m.machine_id): m for m in listed}
+            p.memory = health.listed(p.memory)
         return p
 
     @property
