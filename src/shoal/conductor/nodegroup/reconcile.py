@@ -126,7 +126,9 @@ def plan(ctx: Context, p: Pass) -> None:
         p.path = Path.CONCLUDE
         status.conclude(ctx, p, permanent="; ".join(problems))
     else:
-        p.features = frozenset(provider.capabilities().features)
+        caps = provider.capabilities()
+        p.features = frozenset(caps.features)
+        p.restart_seconds = caps.restart_seconds
         p.agents_expected = provider.agents
         observe.observe(p)
         scale.remove_marked(p)

@@ -66,6 +66,7 @@ class Pass:
     operation_note: str = ""  # how the group's operation goes, for a person
     driver_ops: list[Any] = field(default_factory=list)  # operate.DriverOp: act calls them
     features: frozenset[Feature] = frozenset()  # what the group's provider can do
+    restart_seconds: float | None = None  # its provider's longest reboot (None: unknown)
     agents_expected: bool = False  # its provider's nodes run shoal-agent
     virt: VirtView | None = None  # its cluster's virt hosts, on a hosted provider
     hosts_wait: str = ""  # virt hosts being deleted: why they wait for their VMs
