@@ -105,14 +105,18 @@ def _creates(ctx: Context, passes: list[tuple[Pass, Provider]]) -> None:
     tiers: tuple[list[calls.Ensure], ...] = ([], [])
     for p, provider in passes:
         # Every row is committed here, with its id (the snapshot's, or the intent
-        # write's RETURNING).
-        zones = p.open_zones()
-        tier = tiers[0 if p.snap.group.spec.role == ROLE_MASTER else 1]
-        for uid in p.to_ensure:
-            if uid in p.nodes:
-                owner[uid] = p
-                node_spec = spec.machine_spec(p, p.nodes[uid], ctx.api_url, ctx.node_token)
-                tier.append(calls.Ensure(provider, node_spec, zones))
+        # write's RETURNING). A group whose specs cannot be made creates nothing.
+        with _guarded(p):
+            zones = p.open_zones()
+            mine = [
+                calls.Ensure(
+                    provider, spec.machine_spec(p, p.nodes[u], ctx.api_url, ctx.node_token), zones
+                )
+                for u in p.to_ensure
+                if u in p.nodes
+            ]
+            tiers[0 if p.snap.group.spec.role == ROLE_MASTER else 1].extend(mine)
+            owner.update((e.spec.machine_id, p) for e in mine)
     if not owner:
         return
     errors_before = {id(p): len(p.errors) for p, _ in passes}
