@@ -126,8 +126,7 @@ def _finish(ctx: Context, p: Pass) -> None:
         o = st.outcome_of(g.status) or st.Outcome.IN_PROGRESS
         seen.append(o)
         # A complete group whose listings fail says so too (it changes nothing meanwhile).
-        ready = cond.get(g.conditions, cond.READY)
-        listing = ready is not None and ready.reason == cond.LISTING_FAILED
+        listing = cond.has_reason(g.conditions, cond.READY, cond.LISTING_FAILED)
         if (o is not st.Outcome.COMPLETE or listing) and g.status_reason:
             reasons.append((o is not st.Outcome.FAILED, f"node group {g.name}: {g.status_reason}"))
     outcome = st.aggregate(seen)

@@ -58,6 +58,12 @@ def get(conds: tuple[Condition, ...], type_: str) -> Condition | None:
     return None
 
 
+def has_reason(conds: tuple[Condition, ...], type_: str, reason: str) -> bool:
+    """Whether the condition of `type_` is present with `reason`."""
+    c = get(conds, type_)
+    return c is not None and c.reason == reason
+
+
 def is_true(conds: tuple[Condition, ...], type_: str) -> bool:
     """Whether the condition of `type_` is present and True."""
     c = get(conds, type_)

@@ -144,7 +144,7 @@ def conclude(ctx: Context, p: Pass, permanent: str | None = None) -> None:
         p.w.poke_cluster
         or new_status != g.status
         or _is_blocked(reason) != _is_blocked(g.status_reason)
-        or listing_fails(g.conditions)
+        or cond.has_reason(g.conditions, cond.READY, cond.LISTING_FAILED)
         or (p.progress and g.spec.role == ROLE_MASTER)
     )
 
@@ -324,12 +324,6 @@ def listing_failed(ctx: Context, p: Pass) -> None:
         p.memory.to_json(),
     )
     p.w.poke_cluster = True  # the cluster's status_reason quotes it
-
-
-def listing_fails(conds: tuple[Condition, ...]) -> bool:
-    """Whether the group's last pass could not list its machines."""
-    ready = cond.get(conds, cond.READY)
-    return ready is not None and ready.reason == cond.LISTING_FAILED
 
 
 def resting(p: Pass) -> None:
