@@ -56,6 +56,7 @@ class HostedSimDriver(SimDriver):
             images=tuple(catalog.IMAGES),
             features=self.features,
             zones_are_targets=True,
+            restart_seconds=self.world.cached().config.restart_real_seconds(),
         )
 
     def validate(self, spec: MachineSpec) -> list[str]:
