@@ -107,12 +107,13 @@ def make_env(
     per_group: bool = False,
     agents: bool = False,
     vms: bool = False,
+    driver: Callable[[SimWorld], SimDriver] | None = None,
 ) -> Iterator[Env]:
     """An Env on database `url` whose providers are sim worlds (`worlds`: provider
     name -> world URL; default one provider `sim` in the same database); `agents`:
     the providers' nodes are expected to run shoal-agent; `vms`: a provider `vms` too,
     whose machines are VMs on the virt hosts of each cluster (servers of the first
-    world)."""
+    world); `driver`: how each world's driver is made (a test's own subclass)."""
     db = Database(url)
     migrations.upgrade(db)
     opened = {name: SimWorld.open(w, sim) for name, w in (worlds or {"sim": url}).items()}
@@ -121,9 +122,11 @@ def make_env(
     def now() -> datetime:
         return utcnow() + skew[0]
 
+    def make(w: SimWorld) -> SimDriver:
+        return driver(w) if driver is not None else SimDriver(w, per_group=per_group)
+
     made = [
-        Provider(ProviderSettings(name=n, agents=agents), SimDriver(w, per_group=per_group), w)
-        for n, w in opened.items()
+        Provider(ProviderSettings(name=n, agents=agents), make(w), w) for n, w in opened.items()
     ]
     if vms:
         hosted = ProviderSettings(name="vms", options=SimSettings(hosted=True))

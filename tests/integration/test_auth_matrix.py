@@ -94,7 +94,7 @@ class Op:
             out = out.replace(mine, theirs)
         if out.startswith("/clusters/{c}/nodegroups"):
             out = out.replace("{c}", "{cluster}").replace("{g}", "{ident}")
-        elif out.startswith("/certificates/"):
+        elif out.startswith(("/certificates/", "/credentials/")):
             out = out.replace("{c}", "{cluster_ident}")
         else:
             out = out.replace("{c}", "{ident}")
@@ -160,6 +160,7 @@ OPS = [
     Op("PATCH", "/certificates/{c}", "member", 404),
     # Magnum: a signing request naming a cluster the caller cannot see is a 400.
     Op("POST", "/certificates", "member", 400, lambda w: {"cluster_uuid": w.cluster, "csr": CSR}),
+    Op("PATCH", "/credentials/{c}", "member", 404),  # not implemented: 400 to a member
     Op("GET", "/providers", "reader", NOT_SCOPED),
     Op("GET", "/providers/sim", "reader", NOT_SCOPED),
     Op("POST", "/clusters/{c}/operations", "member", 404,

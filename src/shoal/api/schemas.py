@@ -261,7 +261,13 @@ def components(limits: v.Limits) -> dict[str, Schema]:
             ("kind",),
         ),
         "AgentHeartbeat": _object(
-            {"node": ident, "version": _str(), "task": {"type": ["string", "null"]}}
+            {
+                "node": ident,
+                "version": _str(),
+                "task": {"type": ["string", "null"]},
+                # the node's supervised services (shoal.agent.services), when it has any
+                "services": {"type": "array", "items": {"type": "object"}},
+            }
         ),
         "AgentReport": _object(
             {

@@ -44,6 +44,8 @@ RULES: dict[str, str] = {
     "nodegroup:create": MEMBER,
     "nodegroup:update": MEMBER,
     "nodegroup:delete": MEMBER,
+    # uploading a VM's domain XML template (any node group attributes that carry one)
+    "nodegroup:vm_template": ADMIN,
     "operation:get": READER,
     "operation:create": MEMBER,
     # certificates: a signed client certificate is the cluster's admin credential

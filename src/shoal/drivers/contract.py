@@ -215,13 +215,18 @@ class Capabilities:
     """What a driver can do, so the conductor and `validate` need no guessing.
 
     `zones_are_targets`: each availability zone is one target (a libvirt host),
-    so the conductor limits concurrent calls per zone as well as per provider."""
+    so the conductor limits concurrent calls per zone as well as per provider.
+    `restart_seconds`: the longest a reboot or rebuild takes, in real seconds, when
+    the driver knows it (the sim, from its time scale); a machine ready again that
+    long after the call counts as restarted even if no listing saw it down. None:
+    the conductor's default (a minute)."""
 
     availability_zones: Sequence[str] = ()
     flavors: Sequence[str] = ()
     images: Sequence[str] = ()
     features: frozenset[Feature] = frozenset()
     zones_are_targets: bool = False
+    restart_seconds: float | None = None
 
     def has(self, feature: Feature) -> bool:
         return feature in self.features

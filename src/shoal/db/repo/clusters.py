@@ -65,6 +65,24 @@ def get(session: Session, scope: Scope, ident: str) -> m.Cluster:
     return convert.cluster_from_row(find_row(session, scope, ident))
 
 
+def made_from_template(session: Session, scope: Scope, template_uuid: str) -> m.Cluster | None:
+    """The newest cluster of the scope made from template `template_uuid` (its copy of
+    the template's attributes answers for a template deleted since), or None."""
+    if not lookup.is_uuid(template_uuid):
+        return None
+    stmt = (
+        select(ClusterRow)
+        .where(
+            ClusterRow.cluster_template_id == template_uuid,
+            *lookup.in_scope(ClusterRow.project_id, scope),
+        )
+        .order_by(ClusterRow.created_at.desc(), ClusterRow.id.desc())
+        .limit(1)
+    )
+    row = session.scalars(stmt).first()
+    return convert.cluster_from_row(row) if row is not None else None
+
+
 def list_page(session: Session, scope: Scope, page: Page) -> list[m.Cluster]:
     """One page of the scope's clusters (plain rows, not ORM objects: status polls
     list every cluster)."""
