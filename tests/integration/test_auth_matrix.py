@@ -104,6 +104,8 @@ class Op:
             out = "/sim/servers/{machine_id}"
         if out.startswith("/providers/"):
             out = "/providers/{name}"
+        if out.startswith("/orphans/{"):
+            out = "/orphans/{machine_id}"
         return f"{self.method.lower()} /v1{out}"
 
 
@@ -179,6 +181,9 @@ OPS = [
     Op("DELETE", "/sim/faults/{fault}", "admin", NOT_SCOPED),
     Op("DELETE", "/sim/faults", "admin", NOT_SCOPED),
     Op("POST", "/sim/reset", "admin", NOT_SCOPED),
+    Op("GET", "/orphans", "admin", NOT_SCOPED),
+    Op("DELETE", "/orphans/{c}", "admin", NOT_SCOPED),  # an admin's: 404, nothing held
+    Op("POST", "/orphans/adopt", "admin", NOT_SCOPED, lambda w: {"cluster_id": w.cluster}),
 ]  # fmt: skip
 PUBLIC = {"get /", "get /v1", "post /v1/agent/heartbeat", "post /v1/agent/tasks/{uuid}"}
 

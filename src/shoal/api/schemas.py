@@ -302,6 +302,9 @@ def components(limits: v.Limits) -> dict[str, Schema]:
             },
             ("project_id",),
         ),
+        "OrphanAdopt": _object(
+            {"cluster_id": ident, "name": _str(v.CLUSTER_NAME_MAX)}, ("cluster_id",)
+        ),
         "JsonPatch": {
             "type": "array",
             "maxItems": v.PATCH_OPS_MAX,

@@ -64,6 +64,10 @@ RULES: dict[str, str] = {
     "provider:detail": ADMIN,
     "sim:admin": ADMIN,
     "token:admin": ADMIN,
+    # machines the sweeper holds (their node groups are unknown to the database)
+    "orphan:get_all": ADMIN,
+    "orphan:delete": ADMIN,
+    "orphan:adopt": ADMIN,
     # lists over every project (`all_tenants`)
     "all_projects": ADMIN,
 }

@@ -23,6 +23,9 @@ TAG_CLUSTER = "shoal-cluster"
 TAG_NODEGROUP = "shoal-nodegroup"
 TAG_NODE = "shoal-node"
 TAG_PROJECT = "shoal-project"
+# The node group's role (master, worker, ...): what `shoal orphan adopt` rebuilds a
+# group from, with the machines' listed flavor, image and zone.
+TAG_ROLE = "shoal-role"
 
 
 class DriverError(Exception):
@@ -183,6 +186,7 @@ class MachineSpec:
             TAG_CLUSTER: self.cluster_id,
             TAG_NODEGROUP: self.nodegroup_id,
             TAG_NODE: self.machine_id,
+            TAG_ROLE: self.role,
         }
 
 
