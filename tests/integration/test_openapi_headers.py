@@ -59,3 +59,33 @@ def test_a_token_server_ignores_the_identity_headers(tmp_path: Path) -> None:
         other = httpx.get(f"{srv.v1}/clusters", headers={**token, "X-Project-Id": "b"})
         assert mine.status_code == other.status_code == 200
         assert mine.json() == other.json()
+
+
+def test_the_microversions_offered_are_the_ones_each_operation_takes(tmp_path: Path) -> None:
+    """Every operation offers only versions it serves (a gated one requires the header
+    and starts at its gate); one below the gate is the server's 406."""
+    settings = Settings.from_env(env={}, data_dir=tmp_path, port=0, conductor=False)
+    with live_server(settings) as srv:
+        token = {"X-Auth-Token": srv.token("default", "admin")}
+        doc = httpx.get(srv.url + "/openapi.json").json()
+        gated = 0
+        for path, item in doc["paths"].items():
+            for method, op in item.items():
+                if method not in ("get", "post", "patch", "put", "delete"):
+                    continue
+                (header,) = [p for p in op["parameters"] if p["name"] == "OpenStack-API-Version"]
+                offered = [v for v in header["schema"]["enum"] if v != "container-infra latest"]
+                url = srv.url + path.replace("{", "").replace("}", "")
+                body = {"post": {}, "put": {}, "patch": []}.get(method)
+
+                def call(version: str, m: str = method, u: str = url, b: object = body) -> int:
+                    headers = {**token, "OpenStack-API-Version": version}
+                    return httpx.request(m, u, headers=headers, json=b).status_code
+
+                assert call(offered[0]) != 406, (method, path, offered[0])
+                if offered[0] != "container-infra 1.1":
+                    gated += 1
+                    assert header["required"] is True, (method, path)
+                    minor = int(offered[0].rsplit(".", 1)[1])
+                    assert call(f"container-infra 1.{minor - 1}") == 406, (method, path)
+        assert gated >= 8  # node groups' five operations, resize, upgrade, CA rotation

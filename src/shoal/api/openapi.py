@@ -99,6 +99,37 @@ EXTRA: dict[tuple[str, str], dict[str, str]] = {
 # Operations whose success may be an empty, non-JSON body.
 OCTET_SUCCESS = {("patch", "/v1/certificates/{cluster_ident}"): "202"}
 VERSIONS = [f"container-infra {microversion.fmt((1, m))}" for m in range(1, 15)]
+# Operations that answer 406 below a microversion (`deps.need` in the routes, Magnum's
+# gates): their document requires the header and offers only the versions they take.
+# (method or "*", path prefix) -> the first minor version of 1.x that serves it.
+GATES: tuple[tuple[str, str, int], ...] = (
+    ("*", "/v1/clusters/{cluster}/nodegroups", 9),
+    ("post", "/v1/clusters/{ident}/actions/resize", 7),
+    ("post", "/v1/clusters/{ident}/actions/upgrade", 7),
+    ("patch", "/v1/certificates/{cluster_ident}", 5),
+)
+
+
+def minimum_minor(method: str, path: str) -> int | None:
+    """The first 1.x minor version `method path` serves, when it is gated."""
+    for gate_method, prefix, minor in GATES:
+        if gate_method in ("*", method) and path.startswith(prefix):
+            return minor
+    return None
+
+
+def _version_header(minor: int) -> dict[str, Any]:
+    header = copy.deepcopy(HEADERS[0])
+    header["required"] = True
+    header["description"] = (
+        f"Microversion: `container-infra 1.{minor}` or later, or `container-infra latest` "
+        f"(this operation answers 406 below 1.{minor}, and the default is 1.1)"
+    )
+    versions = [f"container-infra {microversion.fmt((1, m))}" for m in range(minor, 15)]
+    header["schema"] = {"type": "string", "enum": ["container-infra latest", *versions]}
+    return header
+
+
 HEADERS: list[dict[str, Any]] = [
     {
         "name": microversion.HEADER,
@@ -189,6 +220,12 @@ def rewrite(
             params = op.setdefault("parameters", [])
             names = {p.get("name", "").lower() for p in params}
             params.extend(copy.deepcopy(h) for h in headers if h["name"].lower() not in names)
+            minor = minimum_minor(method, path)
+            if minor is not None:
+                params[:] = [
+                    _version_header(minor) if p.get("name") == microversion.HEADER else p
+                    for p in params
+                ]
     doc.setdefault("components", {}).setdefault("securitySchemes", {})["token"] = SECURITY_SCHEME
     components = doc["components"].setdefault("schemas", {})
     for name in _FASTAPI_ONLY:
