@@ -15,7 +15,7 @@ import pytest
 
 from tests.support.process import SHOAL, admin_headers, serving, shoal_env
 from tests.support.server import free_port
-from tests.support.waiting import scaled
+from tests.support.waiting import scaled, until
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "virt.md"
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.S | re.M)
@@ -75,11 +75,16 @@ def test_docs_virt_commands_run_as_written(tmp_path: Path) -> None:
             )
             assert done.returncode == 0, f"{script}\n---\n{done.stdout}{done.stderr}"
         with httpx.Client(base_url=f"{url}/v1", headers=admin_headers(env), timeout=30) as c:
+
+            def status() -> str:
+                return str(c.get("/clusters/edge").json()["status"])
+
+            # the last `--wait` ends with its operation; the cluster's status follows
+            until(lambda: status().endswith("COMPLETE"), progress=status, what="edge to settle",
+                  idle=60)  # fmt: skip
             nodes = c.get("/clusters/edge/nodes").json()["nodes"]
-            cluster = c.get("/clusters/edge").json()
     groups = Counter(n["nodegroup_name"] for n in nodes)
     assert groups == {"m": 3, "w": 2, "hosts": 3}
-    assert cluster["status"].endswith("COMPLETE"), cluster["status"]
     hosts = {n["name"] for n in nodes if n["nodegroup_name"] == "hosts"}
     masters_on = Counter(n["availability_zone"] for n in nodes if n["nodegroup_name"] == "m")
     assert set(masters_on) == hosts, "the masters did not spread one per host"
