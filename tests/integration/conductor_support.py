@@ -26,6 +26,7 @@ from shoal.drivers.sim.world import SimWorld
 from shoal.services import clusters, misc, nodegroups, resize
 from shoal.services.context import Caller
 from shoal.settings import ConductorSettings, ProviderSettings, SimSettings
+from tests.support.waiting import scaled
 
 FAST_SIM = SimSettings(boot_seconds=0.3, delete_seconds=0.1, api_latency_ms=0, jitter=0.2)
 FAST_CONDUCTOR = ConductorSettings(requeue_seconds=0.05, backoff_max_seconds=0.3)
@@ -91,7 +92,7 @@ class Env:
 
     def step_until(self, done: Callable[[], bool], timeout: float = 30.0) -> None:
         """Run conductor passes until `done()`; fail after `timeout` real seconds."""
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + scaled(timeout)  # stretched on a loaded machine
         while not done():
             assert time.monotonic() < deadline, "the conductor did not converge in time"
             self.conductor.run_once()
