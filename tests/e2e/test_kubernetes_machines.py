@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,8 +19,7 @@ from tests.support.kubernetes import KUBERNETES_MARKS, require_namespace_machine
 pytestmark = [*KUBERNETES_MARKS, pytest.mark.slow]
 
 
-def _wait_for(check: object, timeout: float) -> bool:
-    assert callable(check)
+def _wait_for(check: Callable[[], object], timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if check():
@@ -60,7 +60,10 @@ def test_master_and_worker_go_ready_and_run_a_pod_on_the_worker(kubernetes_bin: 
         manifest = cluster.work_dir / "pod.yaml"
         manifest.write_text(busybox_pod("hello", "worker"))
         assert _wait_for(lambda: cluster.kubectl("apply", "-f", str(manifest), check=False), 30)
-        phase = lambda: cluster.kubectl("get", "pod", "hello", "-o", "jsonpath={.status.phase}")  # noqa: E731
+
+        def phase() -> str:
+            return cluster.kubectl("get", "pod", "hello", "-o", "jsonpath={.status.phase}")
+
         assert _wait_for(lambda: phase() == "Running", 60), cluster.kubectl(
             "describe", "pod", "hello"
         )

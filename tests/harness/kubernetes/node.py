@@ -21,6 +21,7 @@ import string
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -184,13 +185,12 @@ def bootstrap_kubeconfig(server: str, ca_pem: bytes, token: str) -> str:
 
 def new_bootstrap_token() -> str:
     alphabet = string.ascii_lowercase + string.digits
-    pick = lambda n: "".join(secrets.choice(alphabet) for _ in range(n))  # noqa: E731
-    return f"{pick(6)}.{pick(16)}"
+    first, second = ("".join(secrets.choice(alphabet) for _ in range(n)) for n in (6, 16))
+    return f"{first}.{second}"
 
 
-def _wait(what: str, check: object, timeout: float, interval: float = 0.25) -> float:
+def _wait(what: str, check: Callable[[], object], timeout: float, interval: float = 0.25) -> float:
     """Poll check() until it is true; return the seconds waited."""
-    assert callable(check)
     started = time.monotonic()
     while not check():
         if time.monotonic() - started > timeout:
@@ -290,13 +290,15 @@ class TestCluster:
         machine.run([*kubeadm, "kubeconfig", "all", *config])
         self.timings[f"{name}: kubeadm certs + kubeconfigs"] = time.monotonic() - started
         started = time.monotonic()
-        self._spawn_control_plane(machine)
+        self._spawn_etcd_and_apiserver(machine)
         _wait(
             "kube-apiserver /readyz",
-            lambda: self.kubectl("get", "--raw", "/readyz", check=False, timeout=10) == "ok",
+            lambda: self._alive() and self.kubectl("get", "--raw", "/readyz", check=False) == "ok",
             60,
         )
         self.timings[f"{name}: etcd + apiserver ready"] = time.monotonic() - started
+        # Only now: both exit at once when the API server's RBAC policy is not there yet.
+        self._spawn_controllers(machine)
         started = time.monotonic()
         machine.run([*kubeadm, "bootstrap-token", *config])
         self.timings[f"{name}: kubeadm bootstrap-token"] = time.monotonic() - started
@@ -306,7 +308,7 @@ class TestCluster:
         machine.run([*kubeadm, "mark-control-plane", *config])
         return machine
 
-    def _spawn_control_plane(self, m: NamespaceMachine) -> None:
+    def _spawn_etcd_and_apiserver(self, m: NamespaceMachine) -> None:
         pki = "/etc/kubernetes/pki"
         m.spawn(
             "etcd",
@@ -334,6 +336,9 @@ class TestCluster:
             + ["--enable-admission-plugins=NodeRestriction", "--allow-privileged=true"]
             + ["--enable-bootstrap-token-auth=true", "--profiling=false"],
         )
+
+    def _spawn_controllers(self, m: NamespaceMachine) -> None:
+        pki = "/etc/kubernetes/pki"
         kcm_conf = "/etc/kubernetes/controller-manager.conf"
         m.spawn(
             "kube-controller-manager",
@@ -393,6 +398,18 @@ class TestCluster:
         self.wait_ready(name)
         return machine
 
+    def _alive(self) -> bool:
+        """True while every daemon runs; else MachineError with the dead one's log tail."""
+        for machine in self.machines.values():
+            for daemon in machine.daemons.values():
+                if daemon.proc.poll() is not None:
+                    lines = daemon.log.read_text(errors="replace").splitlines()[-15:]
+                    raise MachineError(
+                        f"{machine.name}: {daemon.name} exited ({daemon.proc.returncode}); "
+                        f"{daemon.log}:\n" + "\n".join(lines)
+                    )
+        return True
+
     def node_ready(self, name: str) -> bool:
         jsonpath = '{.status.conditions[?(@.type=="Ready")].status}'
         out = self.kubectl("get", "node", name, "-o", f"jsonpath={jsonpath}", check=False)
@@ -400,7 +417,9 @@ class TestCluster:
 
     def wait_ready(self, name: str, timeout: float = READY_TIMEOUT) -> None:
         try:
-            _wait(f"node {name} Ready", lambda: self.node_ready(name), timeout, 0.5)
+            _wait(
+                f"node {name} Ready", lambda: self._alive() and self.node_ready(name), timeout, 0.5
+            )
         except MachineError as exc:
             log = self.machines[name].work_dir / "log" / "kubelet.log"
             tail = (
