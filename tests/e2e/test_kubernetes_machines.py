@@ -85,10 +85,12 @@ def test_master_and_worker_go_ready_and_run_a_pod_on_the_worker(kubernetes_bin: 
         memory = Path("/sys/fs/cgroup/memory")
         assert (memory / worker.cgroup_root.lstrip("/") / "kubepods").is_dir()
     finally:
-        work_dir = cluster.work_dir
+        roots = [m.cgroup_root.lstrip("/") for m in cluster.machines.values()]
+        bridge = cluster.bridge.name if cluster.bridge else ""
         cluster.stop()
-    leftover = [
-        m for m in Path("/proc/self/mountinfo").read_text().splitlines() if str(work_dir) in m
-    ]
-    assert leftover == []
-    assert not list(Path("/sys/fs/cgroup/memory").glob("shoal-k8s-*-master"))
+    # Nothing is left: no mount, no cgroup (v1 or the hybrid cgroup2), no bridge, no work dir.
+    mounts = Path("/proc/self/mountinfo").read_text()
+    assert str(cluster.work_dir) not in mounts
+    assert [p for r in roots for p in Path("/sys/fs/cgroup").glob(f"*/{r}")] == []
+    assert bridge and not Path(f"/sys/class/net/{bridge}").exists()
+    assert not cluster.work_dir.exists()

@@ -190,8 +190,14 @@ class NamespaceMachine:
         self.run(["sh", "-c", f"printf '{hosts}' > /etc/hosts"])
         self._make_cgroups()
 
-    def _hierarchies(self) -> list[Path]:
-        return [p for p in sorted(CGROUP_FS.iterdir()) if p.is_dir() and p.name != "unified"]
+    def _hierarchies(self, with_unified: bool = False) -> list[Path]:
+        """The cgroup v1 hierarchies (and the hybrid cgroup2 mount, where runc also makes
+        the pods' cgroups: it is cleaned, not prepared)."""
+        return [
+            p
+            for p in sorted(CGROUP_FS.iterdir())
+            if p.is_dir() and (with_unified or p.name != "unified")
+        ]
 
     def _make_cgroups(self) -> None:
         for hierarchy in self._hierarchies():
@@ -202,7 +208,7 @@ class NamespaceMachine:
                     (own / knob).write_text((hierarchy / knob).read_text())
 
     def _remove_cgroups(self) -> None:
-        for hierarchy in self._hierarchies():
+        for hierarchy in self._hierarchies(with_unified=True):
             own = hierarchy / self.cgroup_root.lstrip("/")
             if not own.is_dir():
                 continue
@@ -341,6 +347,6 @@ class NamespaceMachine:
     def _leftover_cgroups(self) -> list[Path]:
         return [
             h / self.cgroup_root.lstrip("/")
-            for h in self._hierarchies()
+            for h in self._hierarchies(with_unified=True)
             if (h / self.cgroup_root.lstrip("/")).exists()
         ]
