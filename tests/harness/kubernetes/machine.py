@@ -268,8 +268,17 @@ class NamespaceMachine:
                 env={"PATH": PATH, **(env or {})},
                 start_new_session=True,
             )
-        self.daemons[name] = Daemon(name, log, proc)
-        return self.daemons[name]
+        daemon = self.daemons[name] = Daemon(name, log, proc)
+        deadline = time.monotonic() + 5.0
+        while (
+            proc.poll() is None and time.monotonic() < deadline
+        ):  # until nsenter's child runs argv
+            pid = daemon.host_pid()
+            with contextlib.suppress(OSError):
+                if pid and Path(f"/proc/{pid}/comm").read_text().strip() != "nsenter":
+                    break
+            time.sleep(0.01)
+        return daemon
 
     def stop_daemon(self, name: str, timeout: float = 15.0) -> None:
         daemon = self.daemons.pop(name)
@@ -287,20 +296,29 @@ class NamespaceMachine:
             daemon.proc.wait(timeout=timeout)
 
     def host_pids(self) -> list[int]:
-        """The host PIDs of every process inside the machine (PID 1 included)."""
-        if not self.init_pid:
-            return []
+        """The host PIDs of every process of the machine: those in its PID namespace and
+        their descendants (containers run in PID namespaces of their own, under shims)."""
         try:
-            ns = os.readlink(f"/proc/{self.init_pid}/ns/pid")
+            ns = os.readlink(f"/proc/{self.init_pid}/ns/pid") if self.init_pid else ""
         except OSError:
             return []
-        pids = []
+        children: dict[int, list[int]] = {}
+        inside: list[int] = []
         for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                with contextlib.suppress(OSError):
-                    if os.readlink(f"/proc/{entry}/ns/pid") == ns:
-                        pids.append(int(entry))
-        return pids
+            if not entry.isdigit():
+                continue
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                stat = Path(f"/proc/{entry}/stat").read_text()
+                children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry))
+                if os.readlink(f"/proc/{entry}/ns/pid") == ns:
+                    inside.append(int(entry))
+        found: set[int] = set()
+        while inside:
+            pid = inside.pop()
+            if pid not in found:
+                found.add(pid)
+                inside.extend(children.get(pid, []))
+        return sorted(found)
 
     def rss_kib(self) -> dict[str, int]:
         """Resident memory (KiB) of the machine's processes, summed by command name."""
