@@ -6,13 +6,14 @@ import hashlib
 import io
 import json
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
 
 from tests.harness.kubernetes import apt_sources
 from tests.harness.kubernetes.apt_sources import AptSource
-from tests.harness.kubernetes.build import why_not_buildable
+from tests.harness.kubernetes.build import KubernetesUnavailable, _run_logged, why_not_buildable
 from tests.harness.kubernetes.oci import ImageSpec, archive_bytes, layer_bytes
 
 KEY = "/usr/share/keyrings/debian-archive-keyring.gpg"
@@ -168,3 +169,23 @@ def test_archive_is_deterministic_and_its_digests_check_out() -> None:
 def test_a_changed_file_changes_the_manifest_digest() -> None:
     other = ImageSpec(SPEC.ref, SPEC.entrypoint, {**SPEC.files, "/etc/motd": b"bye\n"})
     assert archive_bytes(other)[1] != archive_bytes(SPEC)[1]
+
+
+def test_a_failed_build_step_reports_its_status_and_log_tail(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "build.log"
+    step = ["sh", "-c", "echo '@@ step one done'; echo 'go: no such package' >&2; exit 3"]
+    with pytest.raises(KubernetesUnavailable) as caught:
+        _run_logged(step, log, {"PATH": "/usr/bin:/bin"}, time.monotonic() + 30)
+    assert "(status 3; log " in str(caught.value)
+    assert str(caught.value).endswith("go: no such package")
+    assert "[shoal kubernetes harness] step one done" in capsys.readouterr().err
+    assert log.read_text().startswith("$ sh -c")
+
+
+def test_a_silent_step_is_stopped_at_the_deadline(tmp_path: Path) -> None:
+    started = time.monotonic()
+    with pytest.raises(KubernetesUnavailable, match="was stopped"):
+        _run_logged(["sleep", "30"], tmp_path / "log", {"PATH": "/usr/bin:/bin"}, started + 0.5)
+    assert time.monotonic() - started < 10

@@ -13,13 +13,16 @@ in minutes, not ten.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -195,25 +198,35 @@ def _run_logged(argv: list[str], out: Path, env: dict[str, str], deadline: float
             start_new_session=True,
         )
         assert proc.stdout is not None
+        # A silent step (one long `go build`) is ended at the deadline all the same.
+        watchdog = threading.Timer(max(deadline - time.monotonic(), 1.0), _kill_group, [proc])
+        watchdog.start()
         try:
             for line in proc.stdout:
                 log.write(line)
                 log.flush()
                 if line.startswith("@@ "):
                     note(line[3:].rstrip())
-                if time.monotonic() > deadline:
-                    os.killpg(proc.pid, 9)
-                    raise KubernetesUnavailable(f"the build took too long; see {out}")
-            status = proc.wait(timeout=max(deadline - time.monotonic(), 1.0))
+            status = proc.wait()
         except BaseException:
-            if proc.poll() is None:
-                os.killpg(proc.pid, 9)
-                proc.wait()
+            _kill_group(proc)
+            proc.wait()
             raise
+        finally:
+            watchdog.cancel()
+    if time.monotonic() >= deadline:
+        raise KubernetesUnavailable(
+            f"the build took more than {BUILD_TIMEOUT:.0f}s and was stopped; see {out}"
+        )
     if status != 0:
         raise KubernetesUnavailable(
             f"`{' '.join(argv[:3])}` failed (status {status}; log {out}):\n{_log_tail(out)}"
         )
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
 
 
 @contextmanager
@@ -291,6 +304,8 @@ def _build(final: Path, log: Path) -> None:
             "found no `deb` entry for this release in /etc/apt/sources.list(.d); "
             "add the Debian archive there so the harness can fetch the source package"
         )
+    for stale in final.parent.glob(f"{final.name}.tmp-*"):  # a build that was killed
+        shutil.rmtree(stale, ignore_errors=True)
     gocache = cache_root() / "kubernetes-gocache"
     gocache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f"{final.name}.tmp-", dir=final.parent) as tmp:
