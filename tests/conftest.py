@@ -3,12 +3,34 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.databases import throwaway_pg
+from tests.harness.postgres import PrivatePostgres
+from tests.harness.postgres import stop as stop_postgres
+from tests.support.databases import provision, throwaway_pg
+
+_private_postgres: PrivatePostgres | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Choose the session's PostgreSQL once, in the controller, before xdist spawns the
+    workers: they inherit its address from the environment and share the one server."""
+    global _private_postgres
+    if os.environ.get("PYTEST_XDIST_WORKER") or hasattr(config, "workerinput"):
+        return
+    _private_postgres = provision()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Stop the private PostgreSQL this session started (by its PID), none other."""
+    global _private_postgres
+    if _private_postgres is not None:
+        stop_postgres(_private_postgres)
+        _private_postgres = None
 
 
 @pytest.hookimpl(trylast=True)

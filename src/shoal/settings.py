@@ -105,7 +105,15 @@ class ConductorSettings:
     backoff_max_seconds: float = _opt(60.0, "upper bound of retry backoff", lo=0.1)
     sweep_seconds: float = _opt(60.0, "period of the orphan sweeper", lo=1)
     sweep_grace_seconds: float = _opt(
-        300.0, "a machine whose node group is gone is deleted only once seen so this long", lo=0
+        300.0,
+        "a machine of a node group shoal deleted is swept only once seen so this long",
+        lo=0,
+    )
+    tombstone_days: float = _opt(
+        30.0,
+        "how long the record of a node group or cluster shoal deleted is kept (the sweeper "
+        "deletes machines still tagged for it only meanwhile; later they are held)",
+        lo=0.01,
     )
     sweep_breaker_share: float = _opt(
         0.2,

@@ -1,7 +1,8 @@
 """What the libvirt driver promises beyond the shared contract, against libvirt's own test
 driver (no daemon): placement over hosts with shoal's accounting, the domain XML from the
-template, user data on the kernel command line, disks deleted with their domain, a lost
-connection, an unreachable host, a template that is not domain XML."""
+template, user data on the kernel command line (never the agent's token), disks deleted
+with their domain, a lost connection, an unreachable host, a template that is not domain
+XML or that reaches the host."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from shoal.domain import bootstrap
 from shoal.drivers import contract, registry
 from shoal.drivers.contract import (
     BlockedError,
@@ -333,4 +336,57 @@ def test_hosted_vms_go_on_the_clusters_virt_hosts_sized_by_their_slot(tmp_path: 
     finally:
         for m in driver.list_machines({}):
             driver.delete_machine(m.machine_id)
+        driver.close()
+
+
+def test_the_agent_token_is_never_in_the_domain_xml(make: Any) -> None:
+    """A kernel image's user data rides on the kernel command line, which every process
+    of the host and the guest can read, and the domain's metadata keeps it for a
+    rebuild: the node agent's token is in neither."""
+    d = make()
+    s = spec(flavor_id="m1.small", image_id="tiny", availability_zone="h1")
+    who = bootstrap.NodeIdentity(s.machine_id, s.name, "c", "g", "p", "worker")
+    s = dataclasses.replace(s, user_data=bootstrap.user_data(who, "http://s", "tok-SECRET-1"))
+    d.ensure_machine(s)
+    xml = d.hosts.call("h1", lambda c: c.lookupByUUIDString(s.machine_id).XMLDesc(0))
+    assert "tok-SECRET-1" not in xml
+    line = ET.fromstring(xml).findtext("os/cmdline") or ""
+    encoded = next(w for w in line.split() if w.startswith("shoal_user_data="))
+    given = yaml.safe_load(base64.b64decode(encoded.split("=", 1)[1]).decode())
+    identity = json.loads(given["write_files"][0]["content"])
+    assert identity["name"] == s.name and "agent_token" not in identity  # the rest is there
+
+
+def test_a_template_that_reaches_the_host_is_refused_at_start_and_at_define(
+    tmp_path: Path, conn: Any
+) -> None:
+    """The allow-list holds for the provider's own file (the provider does not start)
+    and, at the last moment, for a VM's template that reached the driver unchecked (one
+    stored before the check existed): nothing is defined, nothing is left in the pool."""
+    require_libvirt_python()
+    shared = tmp_path / "shared.xml"
+    fs = "<filesystem type='mount'><source dir='/'/><target dir='h'/></filesystem>"
+    shared.write_text(DEFAULT.replace("<devices>", "<devices>" + fs))
+    ps = ProviderSettings("lv", "libvirt", settings(domain_template=str(shared)))
+    with pytest.raises(SettingsError, match="<filesystem> is not allowed"):
+        registry.build(Settings(data_dir=tmp_path, providers=(ps,), default_provider="lv"))
+
+    node = tmp_path / "node.xml"
+    node.write_text(NODE_XML)
+    driver = LibvirtDriver(settings(hosts=(), uri_template=f"test://{node}"))
+    try:
+        driver.set_hosts("c1", [contract.VirtHost("h1", "m-1", "sim")])
+        ensure_base(driver.hosts.connection("h1"))  # the overlay is made before the check
+        evil = DEFAULT.replace("<devices>", "<devices>\n<hostdev mode='subsystem' type='pci'/>")
+        shape = contract.VmShape("g:0", vcpus=1, ram_mib=512, template=evil)
+        s = spec(cluster_id="c1", availability_zone="h1", vm=shape, image_id="tiny",
+                 user_data="#cloud-config\n{}\n")  # fmt: skip
+        with pytest.raises(PermanentError, match=r"line \d+: <hostdev> is not allowed"):
+            driver.ensure_machine(s)
+        assert driver.list_machines({}) == []
+        host = driver.hosts.connection("h1")
+        assert s.machine_id not in [dom.UUIDString() for dom in host.listAllDomains(0)]
+        vols = host.storagePoolLookupByName(POOL).listVolumes()
+        assert not [v for v in vols if v.startswith(s.machine_id)]
+    finally:
         driver.close()

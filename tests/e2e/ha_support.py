@@ -21,6 +21,7 @@ import psycopg
 
 from tests.support.process import admin_headers
 from tests.support.server import free_port
+from tests.support.waiting import scaled
 
 SHOAL = str(Path(sys.executable).with_name("shoal"))
 HEADERS = {"OpenStack-API-Version": "container-infra latest"}
@@ -94,7 +95,7 @@ class Cluster:
         port = free_port()
         p = self._start([SHOAL, "serve", "--no-conductor", "--port", str(port)], f"api{port}")
         p.url = f"http://127.0.0.1:{port}/v1"
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + scaled(60)
         while True:
             assert p.alive(), p.log.read_text()[-3000:]
             try:

@@ -10,7 +10,9 @@ cloud's side (`/v1/sim/servers`) against shoal's node rows (`/v1/clusters/{id}/n
 The sim cloud is slow while the kills happen (so every kill lands while the
 operation is in progress); then its clock is sped up (`time_scale`, which keeps
 simulated time continuous) so that the phase completes quickly.
-Set SHOAL_CRASH_SEED to replay a run; the seed is printed.
+Set SHOAL_CRASH_SEED to replay a run; the seed is printed. The waits follow progress
+(tests/support/waiting.py): on a loaded machine a phase may take minutes, and only a
+phase whose cloud and node rows stop changing fails.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import pytest
 
 from tests.support.process import Server
 from tests.support.server import free_port
+from tests.support.waiting import until
 
 ENV = {
     "SHOAL_SIM_BOOT_SECONDS": "30",
@@ -59,11 +62,25 @@ def storm(srv: Server, rng: random.Random, count: int, busy: Callable[[], bool])
     return hits
 
 
-def wait_for(done: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not done():
-        assert time.monotonic() < deadline, f"did not converge: {what}"
-        time.sleep(0.2)
+def observed(srv: Server) -> tuple[Any, ...]:
+    """What a converging phase changes: the cloud's machines by state, and shoal's node
+    rows and statuses by group (a progress snapshot for `until`)."""
+    servers = Counter(s["state"] for s in srv.get("/sim/servers")["servers"])
+    clusters = srv.get("/clusters")["clusters"]
+    rows: Counter[tuple[str, str]] = Counter()
+    for c in clusters:
+        r = srv.http.get(f"/clusters/{c['uuid']}/nodes")  # 404 once a delete finishes
+        rows.update((n["nodegroup_name"], n["state"]) for n in r.json().get("nodes", []))
+    return (
+        tuple(sorted(servers.items())),
+        tuple(sorted((c["uuid"], c["status"]) for c in clusters)),
+        tuple(sorted(rows.items())),
+    )
+
+
+def wait_for(srv: Server, done: Callable[[], bool], idle: float, what: str) -> None:
+    """`done()` within `idle` seconds of the last change the cloud or shoal shows."""
+    until(done, progress=lambda: observed(srv), what=what, idle=idle, interval=0.5)
 
 
 def check_cloud_matches_rows(srv: Server, cid: str) -> list[dict[str, Any]]:
@@ -72,7 +89,7 @@ def check_cloud_matches_rows(srv: Server, cid: str) -> list[dict[str, Any]]:
     def deletes_done() -> bool:
         return all(s["state"] != "DELETING" for s in srv.get("/sim/servers")["servers"])
 
-    wait_for(deletes_done, 20, "machine deletes to finish")
+    wait_for(srv, deletes_done, 20, "machine deletes to finish")
     servers = srv.get("/sim/servers", cluster=cid)["servers"]
     nodes = srv.get(f"/clusters/{cid}/nodes")["nodes"]
     ids = Counter(s["machine_id"] for s in servers)
@@ -104,7 +121,7 @@ def server(tmp_path: Path) -> Iterator[Server]:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(1200)  # a cap only: each wait fails sooner when progress stops
 def test_sigkilled_serve_converges_without_duplicates_or_orphans(server: Server) -> None:
     srv = server
     seed = int(os.environ.get("SHOAL_CRASH_SEED") or time.time_ns() % 1_000_000)
@@ -151,7 +168,7 @@ def test_sigkilled_serve_converges_without_duplicates_or_orphans(server: Server)
     cid = r.json()["uuid"]
     hits = storm(srv, rng, KILLS["create"], busy)
     fast()
-    wait_for(counts_are({"masters": 3, "w1": 100, "w2": 97}), 60, "create")
+    wait_for(srv, counts_are({"masters": 3, "w1": 100, "w2": 97}), 60, "create")
     assert status() == "CREATE_COMPLETE"
     nodes = check_cloud_matches_rows(srv, cid)
 
@@ -171,7 +188,7 @@ def test_sigkilled_serve_converges_without_duplicates_or_orphans(server: Server)
     assert r.status_code == 202, r.text
     hits += storm(srv, rng, KILLS["resize"], busy)
     fast()
-    wait_for(counts_are({"masters": 3, "w1": 60, "w2": 137}), 60, "resize")
+    wait_for(srv, counts_are({"masters": 3, "w1": 60, "w2": 137}), 60, "resize")
     assert status() == "UPDATE_COMPLETE"
     after = check_cloud_matches_rows(srv, cid)
     kept = {n["uuid"] for n in after}
@@ -185,7 +202,7 @@ def test_sigkilled_serve_converges_without_duplicates_or_orphans(server: Server)
     assert srv.http.delete(f"/clusters/{cid}").status_code == 204
     hits += storm(srv, rng, KILLS["delete"], busy)
     fast()
-    wait_for(lambda: status() == "GONE", 60, "delete")
-    wait_for(lambda: srv.get("/sim/servers")["servers"] == [], 30, "the cloud to empty")
+    wait_for(srv, lambda: status() == "GONE", 60, "delete")
+    wait_for(srv, lambda: srv.get("/sim/servers")["servers"] == [], 30, "the cloud to empty")
     assert srv.http.get(f"/clusters/{cid}/nodes").status_code == 404
     assert hits >= 20 and srv.kills >= 20, f"only {hits} kills hit work in progress"

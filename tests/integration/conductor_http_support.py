@@ -15,6 +15,7 @@ from magnumclient.v1 import client as magnum
 
 from shoal.settings import Settings
 from tests.support.server import LiveServer, free_port, live_server
+from tests.support.waiting import scaled
 
 HEADERS = {"OpenStack-API-Version": "container-infra latest"}
 FAST_SIM = {"boot_seconds": 0.3, "delete_seconds": 0.1, "api_latency_ms": 0}
@@ -37,7 +38,7 @@ def conductor_server(tmp: Path, **sim: Any) -> Iterator[LiveServer]:
 
 
 def wait(check: Callable[[], bool], timeout: float = 30, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)  # stretched on a loaded machine
     while not check():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.05)

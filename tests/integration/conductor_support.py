@@ -26,6 +26,7 @@ from shoal.drivers.sim.world import SimWorld
 from shoal.services import clusters, misc, nodegroups, resize
 from shoal.services.context import Caller
 from shoal.settings import ConductorSettings, ProviderSettings, SimSettings
+from tests.support.waiting import scaled
 
 FAST_SIM = SimSettings(boot_seconds=0.3, delete_seconds=0.1, api_latency_ms=0, jitter=0.2)
 FAST_CONDUCTOR = ConductorSettings(requeue_seconds=0.05, backoff_max_seconds=0.3)
@@ -91,7 +92,7 @@ class Env:
 
     def step_until(self, done: Callable[[], bool], timeout: float = 30.0) -> None:
         """Run conductor passes until `done()`; fail after `timeout` real seconds."""
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + scaled(timeout)  # stretched on a loaded machine
         while not done():
             assert time.monotonic() < deadline, "the conductor did not converge in time"
             self.conductor.run_once()
@@ -107,12 +108,13 @@ def make_env(
     per_group: bool = False,
     agents: bool = False,
     vms: bool = False,
+    driver: Callable[[SimWorld], SimDriver] | None = None,
 ) -> Iterator[Env]:
     """An Env on database `url` whose providers are sim worlds (`worlds`: provider
     name -> world URL; default one provider `sim` in the same database); `agents`:
     the providers' nodes are expected to run shoal-agent; `vms`: a provider `vms` too,
     whose machines are VMs on the virt hosts of each cluster (servers of the first
-    world)."""
+    world); `driver`: how each world's driver is made (a test's own subclass)."""
     db = Database(url)
     migrations.upgrade(db)
     opened = {name: SimWorld.open(w, sim) for name, w in (worlds or {"sim": url}).items()}
@@ -121,9 +123,11 @@ def make_env(
     def now() -> datetime:
         return utcnow() + skew[0]
 
+    def make(w: SimWorld) -> SimDriver:
+        return driver(w) if driver is not None else SimDriver(w, per_group=per_group)
+
     made = [
-        Provider(ProviderSettings(name=n, agents=agents), SimDriver(w, per_group=per_group), w)
-        for n, w in opened.items()
+        Provider(ProviderSettings(name=n, agents=agents), make(w), w) for n, w in opened.items()
     ]
     if vms:
         hosted = ProviderSettings(name="vms", options=SimSettings(hosted=True))

@@ -94,7 +94,7 @@ class Op:
             out = out.replace(mine, theirs)
         if out.startswith("/clusters/{c}/nodegroups"):
             out = out.replace("{c}", "{cluster}").replace("{g}", "{ident}")
-        elif out.startswith("/certificates/"):
+        elif out.startswith(("/certificates/", "/credentials/")):
             out = out.replace("{c}", "{cluster_ident}")
         else:
             out = out.replace("{c}", "{ident}")
@@ -104,6 +104,8 @@ class Op:
             out = "/sim/servers/{machine_id}"
         if out.startswith("/providers/"):
             out = "/providers/{name}"
+        if out.startswith("/orphans/{"):
+            out = "/orphans/{machine_id}"
         return f"{self.method.lower()} /v1{out}"
 
 
@@ -159,6 +161,7 @@ OPS = [
     Op("PATCH", "/certificates/{c}", "member", 404),
     # Magnum: a signing request naming a cluster the caller cannot see is a 400.
     Op("POST", "/certificates", "member", 400, lambda w: {"cluster_uuid": w.cluster, "csr": CSR}),
+    Op("PATCH", "/credentials/{c}", "member", 404),  # not implemented: 400 to a member
     Op("GET", "/providers", "reader", NOT_SCOPED),
     Op("GET", "/providers/sim", "reader", NOT_SCOPED),
     Op("POST", "/clusters/{c}/operations", "member", 404,
@@ -179,6 +182,9 @@ OPS = [
     Op("DELETE", "/sim/faults/{fault}", "admin", NOT_SCOPED),
     Op("DELETE", "/sim/faults", "admin", NOT_SCOPED),
     Op("POST", "/sim/reset", "admin", NOT_SCOPED),
+    Op("GET", "/orphans", "admin", NOT_SCOPED),
+    Op("DELETE", "/orphans/{c}", "admin", NOT_SCOPED),  # an admin's: 404, nothing held
+    Op("POST", "/orphans/adopt", "admin", NOT_SCOPED, lambda w: {"cluster_id": w.cluster}),
 ]  # fmt: skip
 PUBLIC = {"get /", "get /v1", "post /v1/agent/heartbeat", "post /v1/agent/tasks/{uuid}"}
 

@@ -27,6 +27,8 @@ from shoal.domain import model as m
 from shoal.drivers.contract import MachineSpec
 from shoal.drivers.registry import Providers
 from shoal.drivers.sim.driver import SimDriver
+from shoal.services import orphans
+from shoal.services.context import Caller
 from tests.integration.conductor_support import FAST_CONDUCTOR, Env, make_env
 
 
@@ -366,7 +368,7 @@ def test_permanent_error_fails_at_once_with_the_reason(lite: Env) -> None:
     assert env.servers(cid) == [n.uuid for n in env.nodes(cid, "m")]
 
 
-def test_sweeper_deletes_machines_of_gone_groups_after_a_grace_and_leases_exclude(
+def test_sweeper_holds_a_machine_of_an_unknown_group_until_asked_and_leases_exclude(
     lite: Env,
 ) -> None:
     env = lite
@@ -375,7 +377,7 @@ def test_sweeper_deletes_machines_of_gone_groups_after_a_grace_and_leases_exclud
     SimDriver(env.world).ensure_machine(spec)
     cid = env.create("sw", [MASTER, WORKER])
     env.step_until(env.complete(cid))
-    assert env.conductor.sweep() == 0  # seen now: deleted only after the grace period
+    assert env.conductor.sweep() == 0  # seen now: held
     # A second conductor cannot claim what the first holds.
     other = Conductor(env.db, Providers.of({"sim": SimDriver(env.world)}), FAST_CONDUCTOR)
     env.resize(cid, "w", 3)
@@ -385,6 +387,9 @@ def test_sweeper_deletes_machines_of_gone_groups_after_a_grace_and_leases_exclud
     assert len(mine) == 1 and theirs == []
     other.stop()
     env.skew[0] += timedelta(seconds=FAST_CONDUCTOR.sweep_grace_seconds + 1)
+    assert env.conductor.sweep() == 0  # shoal never deleted "gone-ng": held, not deleted
+    assert spec.machine_id in {s.machine_id for s in env.world.servers(state="ACTIVE")}
+    orphans.request_delete(env.db, Caller("p1"), [spec.machine_id])  # an admin says so
     assert env.conductor.sweep() == 1
     assert spec.machine_id not in {s.machine_id for s in env.world.servers(state="ACTIVE")}
 

@@ -48,6 +48,7 @@ SEEDED = [
     ("/v1/clustertemplates", {"ident": "seed-ct"}),
     ("/v1/nodegrouptemplates", {"ident": "seed-ngt"}),
     ("/v1/certificates", {"cluster_ident": "seed"}),
+    ("/v1/credentials", {"cluster_ident": "seed"}),
     ("/v1/quotas", {"project_id": "default", "resource": "Cluster"}),
     ("/v1/sim", {"project_id": "default", "fault_id": "1"}),
 ]

@@ -201,3 +201,48 @@ def test_deleting_the_cluster_deletes_the_vms_before_their_hosts(env: Env) -> No
     assert env.world.servers(cluster=cid) == [] or all(
         s.state.value == "DELETING" for s in env.world.servers(cluster=cid)
     )
+
+
+def test_with_the_default_health_policy_a_lost_hosts_one_node_groups_fail_over(
+    env: Env,
+) -> None:
+    """The breaker (40 % by default) counts at least one node: a group of one VM on a
+    lost host, and the host group of two that lost one, are repaired, not stopped."""
+    open_slots = [{"id": i, "cpu": 2, "ram": 4} for i in range(6)]
+    one_vm = {"name": "w", "provider": "vms", "node_count": 1}
+    cid = env.create("lone", [hosts(2, vms=open_slots), masters(1), one_vm], flavor_id="m1.small")
+    env.step_until(env.complete(cid), timeout=60)
+    assert env.group(cid, "m").spec.health.max_unhealthy_percent == 40  # the default
+    victim = next(
+        h for h in env.nodes(cid, "hosts") if h.name == env.nodes(cid, "m")[0].availability_zone
+    )
+    lost = {
+        n.uuid for g in ("m", "w") for n in env.nodes(cid, g) if n.availability_zone == victim.name
+    }
+    assert lost, "nothing ran on the host"
+    env.world.delete(victim.uuid)  # the host dies under its VMs
+    reasons: list[str] = []
+    deadline = time.monotonic() + 90
+    while True:
+        env.conductor.run_once()
+        env.skew[0] += timedelta(seconds=30)
+        groups = {g: env.group(cid, g) for g in ("hosts", "m", "w")}
+        reasons += [g.status_reason or "" for g in groups.values()]
+        c = env.cluster(cid)
+        assert c is not None and not c.status.endswith("FAILED"), (c.status, c.status_reason)
+        vm_nodes = env.nodes(cid, "m") + env.nodes(cid, "w")
+        if (
+            len(vm_nodes) == 2
+            and not lost & {n.uuid for n in vm_nodes}
+            and all(n.availability_zone != victim.name for n in vm_nodes)
+            and len(env.nodes(cid, "hosts")) == 2
+            and env.complete(cid)()
+        ):
+            break
+        assert time.monotonic() < deadline, "the VMs of the lost host were not replaced"
+        time.sleep(0.02)
+    assert not [r for r in reasons if "repairs stopped" in r], reasons
+    replaced = [e for e in env.events(cid) if e.reason == "Repairing"]
+    assert len(replaced) >= len(lost) + 1  # each lost VM, and the host itself
+    survivors = {h.name for h in env.nodes(cid, "hosts")}
+    assert {n.availability_zone for n in vm_nodes} <= survivors

@@ -15,6 +15,8 @@ from typing import Any
 
 import httpx
 
+from tests.support.waiting import scaled
+
 SHOAL = str(Path(sys.executable).with_name("shoal"))
 HEADERS = {"OpenStack-API-Version": "container-infra latest"}
 
@@ -51,7 +53,7 @@ def serving(env: dict[str, str], port: int, log: Path) -> Iterator[subprocess.Po
             [SHOAL, "serve", "--port", str(port)], env=env, stdout=out, stderr=out
         )
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + scaled(60)
         while True:
             assert proc.poll() is None, log.read_text()
             assert time.monotonic() < deadline, "shoal serve did not start"
@@ -78,7 +80,7 @@ class Server:
     def __init__(self, env: dict[str, str], port: int, log: Path) -> None:
         self.env, self.log = env, log
         self.url = f"http://127.0.0.1:{port}/v1"
-        self.http = httpx.Client(base_url=self.url, headers=HEADERS, timeout=30)
+        self.http = httpx.Client(base_url=self.url, headers=HEADERS, timeout=scaled(30))
         self.proc: subprocess.Popen[bytes] | None = None
         self.kills = 0
 
@@ -88,7 +90,7 @@ class Server:
             self.proc = subprocess.Popen(
                 [SHOAL, "serve"], env=self.env, stdout=out, stderr=out, start_new_session=True
             )
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + scaled(60)
         while True:
             assert self.proc.poll() is None, f"shoal serve exited:\n{self.log.read_text()[-3000:]}"
             assert time.monotonic() < deadline, "shoal serve did not start"

@@ -16,6 +16,7 @@ import uvicorn
 
 from shoal.runtime import Runtime, build_runtime
 from shoal.settings import Settings
+from tests.support.waiting import scaled
 
 
 def free_port() -> int:
@@ -41,7 +42,7 @@ class LiveServer:
 
     def start(self) -> None:
         self._thread.start()
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + scaled(20)
         while not self._server.started:
             if not self._thread.is_alive() or time.monotonic() > deadline:
                 raise RuntimeError("test server did not start")

@@ -26,6 +26,7 @@ import yaml
 from tests.support.openstack_project import ShoalProject, shoal_project
 from tests.support.process import SHOAL, admin_headers, shoal_env
 from tests.support.server import free_port
+from tests.support.waiting import scaled
 
 if TYPE_CHECKING:
     from tests.harness.openstack.cloud import OpenStackCloud
@@ -84,7 +85,7 @@ class ShoalOnNova:
             self.proc = subprocess.Popen(
                 [SHOAL, "serve", "--port", str(self.port)], env=self.env(), stdout=out, stderr=out
             )
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + scaled(60)
         while True:
             assert self.proc.poll() is None, log.read_text()
             assert time.monotonic() < deadline, "shoal serve did not start"
@@ -110,7 +111,7 @@ class ShoalOnNova:
 
     def wait(self, check: Any, what: str, timeout: float = 120.0) -> Any:
         """`check()` until it is true (its value), at most `timeout` seconds."""
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + scaled(timeout)  # stretched on a loaded machine
         while not (got := check()):
             assert time.monotonic() < deadline, f"timed out waiting for {what}"
             time.sleep(0.5)

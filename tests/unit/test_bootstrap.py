@@ -39,3 +39,13 @@ def test_the_agent_token_is_in_the_identity_file_only_when_given() -> None:
     without = yaml.safe_load(bootstrap.user_data(who, "http://s"))
     assert json.loads(with_token["write_files"][0]["content"])["agent_token"] == "t0k"
     assert "agent_token" not in json.loads(without["write_files"][0]["content"])
+
+
+def test_the_agent_token_can_be_taken_out_and_nothing_else_changes() -> None:
+    who = bootstrap.NodeIdentity("u-1", "n", "c-1", "g-1", "p-1", "master")
+    with_token = bootstrap.user_data(who, "http://s", agent_token="t0k-secret")
+    stripped = bootstrap.without_agent_token(with_token)
+    assert "t0k-secret" not in stripped
+    assert stripped == bootstrap.user_data(who, "http://s")  # the same data, token aside
+    for other in ("#!/bin/sh\necho agent_token\n", "#cloud-config\n{agent_token: [", ""):
+        assert bootstrap.without_agent_token(other) == other  # not shoal's: unchanged

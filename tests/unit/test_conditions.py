@@ -32,3 +32,10 @@ def test_other_conditions_untouched_and_order_kept() -> None:
     assert [x.type for x in c] == [cond.API_ADDRESS_KNOWN, cond.READY]
     assert cond.remove(c, cond.READY)[0].message == "y"
     assert cond.get(c, "Nope") is None
+
+
+def test_has_reason_looks_at_one_condition() -> None:
+    c = cond.set_false((), cond.READY, cond.LISTING_FAILED, "cannot list", T0)
+    assert cond.has_reason(c, cond.READY, cond.LISTING_FAILED)
+    assert not cond.has_reason(c, cond.READY, cond.BLOCKED)
+    assert not cond.has_reason(c, cond.HEALTHY, cond.LISTING_FAILED)

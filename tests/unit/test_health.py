@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
 
 from shoal.domain import health
 from shoal.domain.health import GroupMemory
@@ -48,12 +50,42 @@ def test_memory_round_trips_through_json() -> None:
     assert GroupMemory.from_json(None) == GroupMemory()
 
 
-def test_repairs_stop_past_max_unhealthy_percent() -> None:
-    assert health.repairs_allowed(0, 3, 0)
-    assert health.repairs_allowed(1, 3, 40)  # 33 %
-    assert not health.repairs_allowed(2, 3, 40)  # 67 %
-    assert health.repairs_allowed(2, 5, 40)  # exactly 40 %
-    assert not health.repairs_allowed(1, 0, 40)
+# (unhealthy, desired, max_unhealthy_percent) -> repairs allowed
+BREAKER = [
+    (0, 3, 0, True),  # nothing unhealthy
+    (1, 3, 40, True),  # 33 %
+    (2, 3, 40, False),  # 67 %
+    (2, 5, 40, True),  # exactly 40 %
+    (3, 5, 40, False),
+    (4, 10, 40, True),
+    (5, 10, 40, False),
+    # The floor of one: the first unhealthy node of any group is repaired.
+    (1, 1, 40, True),  # a group of one
+    (1, 2, 40, True),  # 50 % of two, but the first
+    (2, 2, 40, False),  # both: the breaker trips
+    (1, 2, 0, True),  # even at 0 %
+    (2, 100, 0, False),
+    (1, 0, 40, True),  # scaled to zero: its one node is not left broken
+    (2, 2, 100, True),
+]
+
+
+@pytest.mark.parametrize(("unhealthy", "desired", "percent", "allowed"), BREAKER)
+def test_repairs_stop_past_max_unhealthy_percent_with_a_floor_of_one(
+    unhealthy: int, desired: int, percent: int, allowed: bool
+) -> None:
+    assert health.repairs_allowed(unhealthy, desired, percent) is allowed
+
+
+@pytest.mark.parametrize(
+    ("desired", "percent", "at_most"),
+    [(1, 40, 1), (2, 40, 1), (3, 40, 1), (5, 40, 2), (7, 40, 2), (10, 40, 4), (3, 100, 3),
+     (0, 40, 1), (50, 0, 1)],
+)  # fmt: skip
+def test_unhealthy_allowed_is_the_percentage_rounded_down_but_at_least_one(
+    desired: int, percent: int, at_most: int
+) -> None:
+    assert health.unhealthy_allowed(desired, percent) == at_most
 
 
 def test_the_repair_ladder_is_reboot_rebuild_replace_skipping_what_cannot_be_done() -> None:
@@ -63,3 +95,29 @@ def test_the_repair_ladder_is_reboot_rebuild_replace_skipping_what_cannot_be_don
     assert health.next_rung(0, True, False, True) == health.REBUILD  # cannot reboot
     assert health.next_rung(0, True, False, False) == health.REPLACE
     assert health.next_rung(0, False, True, True) == health.REPLACE  # no machine left
+
+
+def test_failing_listings_are_counted_from_the_first_and_forgotten_once_one_works() -> None:
+    mem = health.listing_failed(GroupMemory(), T0)
+    mem = health.listing_failed(mem, T0 + timedelta(seconds=7))
+    assert (mem.listing_failures, mem.listing_failing_since) == (2, T0)
+    assert GroupMemory.from_json(mem.to_json()) == mem
+    back = health.listed(mem)
+    assert (back.listing_failures, back.listing_failing_since) == (0, None)
+    assert health.listed(back) is back
+
+
+@pytest.mark.parametrize(
+    ("failures", "since", "says"),
+    [
+        (1, T0, "cannot list the machines of provider east: HTTP 503 (since 12:00 UTC, 1 attempt)"),
+        (4, T0 + timedelta(minutes=75), "(since 13:15 UTC, 4 attempts)"),
+        (2, datetime(2026, 11, 24, 14, 5, tzinfo=timezone(timedelta(hours=2))), "since 12:05 UTC"),
+    ],
+)
+def test_the_reason_of_failing_listings_says_since_when_and_how_many_times(
+    failures: int, since: datetime, says: str
+) -> None:
+    mem = GroupMemory(listing_failures=failures, listing_failing_since=since)
+    text = health.listing_reason("east", "HTTP 503", mem)
+    assert says in text and "check that the provider answers" in text

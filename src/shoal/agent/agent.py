@@ -23,6 +23,7 @@ from typing import Any
 
 from shoal.agent import protocol as p
 from shoal.agent import tasks
+from shoal.agent.services import Supervisor
 
 VERSION = "1"
 COMMAND_TIMEOUT_S = 1800.0
@@ -89,6 +90,13 @@ class Agent:
     runner: Runner = run_command
     overrides: Mapping[str, Sequence[Sequence[str]]] = field(default_factory=dict)
     interval: float = 10.0
+    supervisor: Supervisor | None = None  # the node's services, when it has a manifest
+
+    def _beat(self, task: str | None) -> dict[str, Any]:
+        body: dict[str, Any] = {"node": self.client.identity.node, "version": VERSION, "task": task}
+        if self.supervisor is not None:
+            body["services"] = self.supervisor.report()
+        return body
 
     @property
     def _state_file(self) -> Path:
@@ -111,10 +119,7 @@ class Agent:
         """One heartbeat, and the task it brings; whether a task was run or reported."""
         state = self._state()
         running = state.get("task") if state.get("state") == p.RUNNING else None
-        answer = self.client.post(
-            "/v1/agent/heartbeat",
-            {"node": self.client.identity.node, "version": VERSION, "task": running},
-        )
+        answer = self.client.post("/v1/agent/heartbeat", self._beat(running))
         self.interval = float(answer.get("interval") or self.interval)
         if not answer.get("task"):
             return False
@@ -129,10 +134,16 @@ class Agent:
         self._save({"task": task.uuid, "state": p.RUNNING})
         self._report(task.uuid, {"state": p.RUNNING, "output": ""})
         output, code = "", 0
-        try:
-            argvs = tasks.commands(task, self.overrides, self.state_dir)
-        except (ValueError, KeyError) as exc:
-            argvs, output, code = [], f"cannot run {task.kind}: {exc}\n", 2
+        argvs: list[list[str]] = []
+        supervised = self._supervised(task)
+        if supervised and self.supervisor is not None:
+            self.supervisor.restart(supervised)
+            output = f"restarted {', '.join(supervised)} (supervised by the agent)\n"
+        else:
+            try:
+                argvs = tasks.commands(task, self.overrides, self.state_dir)
+            except (ValueError, KeyError) as exc:
+                output, code = f"cannot run {task.kind}: {exc}\n", 2
         with self._beating(task.uuid):  # a long upgrade is not a silent node
             for argv in argvs:
                 output += f"$ {' '.join(argv)}\n"
@@ -153,12 +164,11 @@ class Agent:
     def _beating(self, uuid: str) -> Iterator[None]:
         """Keep heartbeating (saying task `uuid` runs) from a thread while it runs."""
         done = threading.Event()
-        body = {"node": self.client.identity.node, "version": VERSION, "task": uuid}
 
         def beat() -> None:
             while not done.wait(self.interval):
                 try:
-                    self.client.post("/v1/agent/heartbeat", body)
+                    self.client.post("/v1/agent/heartbeat", self._beat(uuid))
                 except (urllib.error.URLError, OSError, ValueError) as exc:
                     log.warning("heartbeat failed (%s); the task goes on", exc)
 
@@ -169,6 +179,20 @@ class Agent:
         finally:
             done.set()
             beater.join(timeout=self.client.timeout + 1)
+
+    def _supervised(self, task: p.Task) -> list[str]:
+        """The services a restart-services task names when the agent supervises them all
+        (and the task kind is not overridden): restarted by the supervisor, not systemd."""
+        if (
+            self.supervisor is None
+            or task.kind != p.RESTART_SERVICES
+            or task.kind in self.overrides
+        ):
+            return []
+        value = task.params.get("services", ["kubelet"])
+        names = [str(x) for x in (value if isinstance(value, list) else [value])]
+        known = set(self.supervisor.names())
+        return names if names and all(n in known for n in names) else []
 
     def _report(self, uuid: str, state: Mapping[str, Any]) -> None:
         body = {k: state[k] for k in ("state", "output", "exit_code") if k in state}

@@ -25,10 +25,12 @@ from shoal.api.routes import (
     certificates,
     clusters,
     clustertemplates,
+    credentials,
     misc,
     nodegroups,
     nodegrouptemplates,
     operations,
+    orphans,
     providers,
     sim,
     tokens,
@@ -205,7 +207,11 @@ def create_app(runtime: Any, sealer: sealing.Sealer | None = None) -> FastAPI:
         raise exc
 
     settings = runtime.settings
-    app.add_middleware(bodylimit.BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        bodylimit.BodyLimit,
+        max_bytes=settings.max_body_bytes,
+        max_header_bytes=settings.max_header_bytes,
+    )
     hosts = browsers.allowed_hosts(settings.host, settings.public_url, settings.allowed_hosts)
     origins = browsers.split(settings.cors_origins)
     app.add_middleware(browsers.BrowserGuard, hosts=hosts, origins=origins)
@@ -239,7 +245,9 @@ def create_app(runtime: Any, sealer: sealing.Sealer | None = None) -> FastAPI:
         nodegroups.router,
         clusters.router,
         certificates.router,
+        credentials.router,
         providers.router,
+        orphans.router,
         operations.router,
         tokens.router,
         sim.router,

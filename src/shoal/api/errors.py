@@ -75,6 +75,29 @@ def status_of(exc: e.ShoalError) -> int:
     return 400
 
 
+HTTP_METHODS = ("GET", "PUT", "POST", "DELETE", "PATCH", "OPTIONS")
+
+
+def _matches(template: str, path: str) -> bool:
+    want, got = template.rstrip("/").split("/"), path.rstrip("/").split("/")
+    return len(want) == len(got) and all(
+        w == g or (w.startswith("{") and w.endswith("}") and g != "")
+        for w, g in zip(want, got, strict=True)
+    )
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method the API documents at this request's path, from its OpenAPI paths
+    (Starlette's own 405 names only the first route that matched the path)."""
+    methods: set[str] = set()
+    for template, operations in request.app.openapi().get("paths", {}).items():
+        if _matches(template, request.url.path):
+            methods |= {m.upper() for m in operations if m.upper() in HTTP_METHODS}
+    if "GET" in methods:
+        methods.add("HEAD")  # Starlette answers HEAD wherever it answers GET
+    return sorted(methods)
+
+
 def _validation_message(exc: RequestValidationError) -> str:
     parts = []
     for err in exc.errors():
@@ -102,7 +125,10 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(HTTPException)
     async def _starlette(request: Request, exc: HTTPException) -> JSONResponse:
         msg = exc.detail if isinstance(exc.detail, str) and exc.status_code not in TITLES else None
-        return respond(request, exc.status_code, msg or TITLES.get(exc.status_code, "Error"))
+        response = respond(request, exc.status_code, msg or TITLES.get(exc.status_code, "Error"))
+        if exc.status_code == 405:  # RFC 9110: say which methods the path takes
+            response.headers["Allow"] = ", ".join(allowed_methods(request))
+        return response
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -10,9 +10,10 @@ takes input; shoal answers bad input with 400 in Magnum's error shape
   401 and 403 where a token is needed (no token or a bad one; a role the policy
   does not allow, a quota, another site's web page), 503 where a sealed secret or
   Keystone is needed, 401 on the node agents' routes;
-- every operation declares the request headers shoal reads (microversion; the
-  project and user that only a server without authentication reads), and the
-  ones behind authentication the token (security scheme `token`: X-Auth-Token);
+- every operation declares the request headers shoal reads (microversion), and
+  the ones behind authentication the token (security scheme `token`:
+  X-Auth-Token); the identity headers (X-Project-Id, X-User-Id, X-Roles) only
+  on a server with SHOAL_AUTH=none, the only one that reads them;
 - request bodies are the typed schemas of `schemas.py`, built with this
   server's node limits.
 """
@@ -58,7 +59,7 @@ METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 # Answered by every operation: headers, identifiers and the body are checked first.
 ALWAYS = {
     "400": "Bad request: the error names the field and the rule (also an unparsable "
-    "OpenStack-API-Version or an X-Project-Id past 255 characters)",
+    "OpenStack-API-Version, or under SHOAL_AUTH=none an X-Project-Id past 255 characters)",
     "404": "Not found: an identifier names nothing in the caller's project",
     "406": "The requested microversion is outside the supported range, or the "
     "operation needs a higher one (code magnum.microversion-unsupported when out of range)",
@@ -98,6 +99,37 @@ EXTRA: dict[tuple[str, str], dict[str, str]] = {
 # Operations whose success may be an empty, non-JSON body.
 OCTET_SUCCESS = {("patch", "/v1/certificates/{cluster_ident}"): "202"}
 VERSIONS = [f"container-infra {microversion.fmt((1, m))}" for m in range(1, 15)]
+# Operations that answer 406 below a microversion (`deps.need` in the routes, Magnum's
+# gates): their document requires the header and offers only the versions they take.
+# (method or "*", path prefix) -> the first minor version of 1.x that serves it.
+GATES: tuple[tuple[str, str, int], ...] = (
+    ("*", "/v1/clusters/{cluster}/nodegroups", 9),
+    ("post", "/v1/clusters/{ident}/actions/resize", 7),
+    ("post", "/v1/clusters/{ident}/actions/upgrade", 7),
+    ("patch", "/v1/certificates/{cluster_ident}", 5),
+)
+
+
+def minimum_minor(method: str, path: str) -> int | None:
+    """The first 1.x minor version `method path` serves, when it is gated."""
+    for gate_method, prefix, minor in GATES:
+        if gate_method in ("*", method) and path.startswith(prefix):
+            return minor
+    return None
+
+
+def _version_header(minor: int) -> dict[str, Any]:
+    header = copy.deepcopy(HEADERS[0])
+    header["required"] = True
+    header["description"] = (
+        f"Microversion: `container-infra 1.{minor}` or later, or `container-infra latest` "
+        f"(this operation answers 406 below 1.{minor}, and the default is 1.1)"
+    )
+    versions = [f"container-infra {microversion.fmt((1, m))}" for m in range(minor, 15)]
+    header["schema"] = {"type": "string", "enum": ["container-infra latest", *versions]}
+    return header
+
+
 HEADERS: list[dict[str, Any]] = [
     {
         "name": microversion.HEADER,
@@ -108,20 +140,30 @@ HEADERS: list[dict[str, Any]] = [
         "container-infrastructure are accepted too.",
         "schema": {"type": "string", "enum": ["container-infra latest", *VERSIONS]},
     },
+]
+# Who the caller is, read only by a server with SHOAL_AUTH=none (auth/headers.py), and
+# declared only there: any other server ignores them (the token says who asks).
+IDENTITY_HEADERS: list[dict[str, Any]] = [
     {
         "name": "X-Project-Id",
         "in": "header",
         "required": False,
-        "description": "SHOAL_AUTH=none only (development): the caller's project (default: "
-        "the server's default project); otherwise the token's project is the caller's",
+        "description": "The caller's project (default: the server's default project)",
         "schema": {"type": "string", "minLength": 1, "maxLength": validation.NAME_MAX},
     },
     {
         "name": "X-User-Id",
         "in": "header",
         "required": False,
-        "description": "SHOAL_AUTH=none only: the user recorded on what the request creates",
+        "description": "The user recorded on what the request creates (default admin)",
         "schema": {"type": "string", "minLength": 1, "maxLength": validation.NAME_MAX},
+    },
+    {
+        "name": "X-Roles",
+        "in": "header",
+        "required": False,
+        "description": "The caller's roles, comma-separated (default admin)",
+        "schema": {"type": "string"},
     },
 ]
 
@@ -140,7 +182,7 @@ def install(app: FastAPI) -> None:
                 nodes_per_group=settings.max_nodes_per_group,
                 nodes_per_cluster=settings.max_nodes_per_cluster,
             )
-            app.openapi_schema = rewrite(doc, limits)
+            app.openapi_schema = rewrite(doc, limits, identity=settings.auth == "none")
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
@@ -150,8 +192,11 @@ def _error(description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": _ERROR_REF}}}
 
 
-def rewrite(doc: dict[str, Any], limits: validation.Limits | None = None) -> dict[str, Any]:
-    """FastAPI's 422s out; Magnum's error answers, shoal's headers and typed bodies in."""
+def rewrite(
+    doc: dict[str, Any], limits: validation.Limits | None = None, *, identity: bool = False
+) -> dict[str, Any]:
+    """FastAPI's 422s out; Magnum's error answers, shoal's headers and typed bodies in.
+    `identity`: the server trusts X-Project-Id / X-User-Id / X-Roles (SHOAL_AUTH=none)."""
     for path, item in doc.get("paths", {}).items():
         for method, op in item.items():
             if method not in METHODS or not isinstance(op, dict):
@@ -161,9 +206,11 @@ def rewrite(doc: dict[str, Any], limits: validation.Limits | None = None) -> dic
             declared = {**ALWAYS, **EXTRA.get((method, path), {})}
             if "requestBody" in op:
                 declared.update(WITH_BODY)
+            headers = HEADERS
             if (method, path) not in PUBLIC and not path.startswith("/v1/agent/"):
                 declared = {**AUTHENTICATED, **declared}
                 op["security"] = [{"token": []}]
+                headers = HEADERS + IDENTITY_HEADERS if identity else HEADERS
             for status, description in declared.items():
                 responses.setdefault(status, _error(description))
             success = OCTET_SUCCESS.get((method, path))
@@ -172,7 +219,13 @@ def rewrite(doc: dict[str, Any], limits: validation.Limits | None = None) -> dic
                 content["application/octet-stream"] = {"schema": {"type": "string"}}
             params = op.setdefault("parameters", [])
             names = {p.get("name", "").lower() for p in params}
-            params.extend(copy.deepcopy(h) for h in HEADERS if h["name"].lower() not in names)
+            params.extend(copy.deepcopy(h) for h in headers if h["name"].lower() not in names)
+            minor = minimum_minor(method, path)
+            if minor is not None:
+                params[:] = [
+                    _version_header(minor) if p.get("name") == microversion.HEADER else p
+                    for p in params
+                ]
     doc.setdefault("components", {}).setdefault("securitySchemes", {})["token"] = SECURITY_SCHEME
     components = doc["components"].setdefault("schemas", {})
     for name in _FASTAPI_ONLY:

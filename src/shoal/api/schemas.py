@@ -261,7 +261,13 @@ def components(limits: v.Limits) -> dict[str, Schema]:
             ("kind",),
         ),
         "AgentHeartbeat": _object(
-            {"node": ident, "version": _str(), "task": {"type": ["string", "null"]}}
+            {
+                "node": ident,
+                "version": _str(),
+                "task": {"type": ["string", "null"]},
+                # the node's supervised services (shoal.agent.services), when it has any
+                "services": {"type": "array", "items": {"type": "object"}},
+            }
         ),
         "AgentReport": _object(
             {
@@ -295,6 +301,9 @@ def components(limits: v.Limits) -> dict[str, Schema]:
                 "description": _str(),
             },
             ("project_id",),
+        ),
+        "OrphanAdopt": _object(
+            {"cluster_id": ident, "name": _str(v.CLUSTER_NAME_MAX)}, ("cluster_id",)
         ),
         "JsonPatch": {
             "type": "array",

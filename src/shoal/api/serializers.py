@@ -162,6 +162,7 @@ def cluster(request: Request, view: ClusterView, *, detail: bool = True) -> dict
         discovery_url=a.get("discovery_url"),
         api_address=c.api_address,
         coe_version=a.get("coe_version"),
+        cluster_distro=a.get("cluster_distro"),
         container_version=a.get("container_version"),
         project_id=c.project_id,
         user_id=c.user_id,

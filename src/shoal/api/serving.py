@@ -4,8 +4,11 @@ embedded server and the tests, so that all of them bound requests alike.
 - HTTP/1.1 through h11 (pinned, not "auto": the request-header bound below is
   h11's, and another parser would bring other limits).
 - The request line plus headers are bounded by `settings.max_header_bytes`:
-  h11 refuses a longer header block with a plain 400 and closes the connection
-  before the app sees it (uvicorn's own answer; the app never holds the headers).
+  h11 refuses a header block that grows past it while still incomplete with a
+  plain 400 and closes the connection before the app sees it (uvicorn's own
+  answer), so a slow sender cannot make it hold more. A longer block that arrives
+  whole in one read is parsed by h11 all the same; the app refuses that one
+  with 431 (`bodylimit.BodyLimit`).
 - Bodies are bounded by the app (`bodylimit.BodyLimit`, 413).
 - No logging configuration of uvicorn's own: its `uvicorn.error` and
   `uvicorn.access` loggers propagate to the root logger that `shoal.logs`

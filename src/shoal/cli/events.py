@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from shoal.cli.client import Client, connect
-from shoal.cli.output import ColumnsOpt, Format, FormatOpt, show_list
+from shoal.cli.output import ColumnsOpt, Format, FormatOpt, safe_text, show_list
 
 LIST_COLUMNS = ("id", "time", "type", "reason", "message")
 
@@ -26,7 +26,7 @@ def _page(
 def _line(event: dict[str, Any], fmt: Format) -> str:
     if fmt in (Format.json, Format.yaml):
         return json.dumps(event, default=str)
-    return (
+    return safe_text(
         f"{event.get('time', '')}  {event.get('type', ''):<7} {event.get('reason', ''):<20} "
         f"{event.get('message', '')}"
     )

@@ -16,6 +16,7 @@ from shoal.cli import (
     nodegroups,
     nodes,
     operations,
+    orphans,
     providers,
     server_cmds,
     templates,
@@ -69,6 +70,7 @@ app.add_typer(clusters.app, name="cluster")
 app.add_typer(nodegroups.app, name="nodegroup")
 app.add_typer(nodes.app, name="node")
 app.add_typer(providers.app, name="provider")
+app.add_typer(orphans.app, name="orphan")
 app.add_typer(operations.app, name="operation")
 app.add_typer(tokens.app, name="token")
 events.register(app)

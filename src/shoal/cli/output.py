@@ -13,6 +13,7 @@ import yaml
 from rich import box
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from shoal.cli.client import fail
 
@@ -42,6 +43,17 @@ def console(err: bool = False) -> Console:
     return Console(file=stream, width=200, highlight=False, no_color=True, soft_wrap=True)
 
 
+# C0 controls but newline and tab, DEL and the C1 controls (0x9b is a one-byte CSI): a
+# cloud's message or a user's name printed raw could move the cursor, retitle the window
+# or hide text. Printed as `\x1b` escapes instead.
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7F, 0xA0)] if c not in (9, 10)}
+
+
+def safe_text(text: str) -> str:
+    """`text` with the control characters a terminal would act on shown as `\\xNN`."""
+    return text.translate(_CONTROL)
+
+
 def _cell(value: Any, none: str) -> str:
     if value is None:
         return none
@@ -49,7 +61,7 @@ def _cell(value: Any, none: str) -> str:
         return "True" if value else "False"
     if isinstance(value, dict | list | tuple):
         return json.dumps(value, separators=(",", ":"), default=str)
-    return str(value)
+    return safe_text(str(value))
 
 
 def _pick(obj: dict[str, Any], columns: Sequence[str]) -> dict[str, Any]:
@@ -79,7 +91,7 @@ def show_one(obj: dict[str, Any], fmt: Format, columns: Sequence[str] | None = N
         table.add_column("Field", no_wrap=True)
         table.add_column("Value", overflow="fold")
         for key, value in obj.items():
-            table.add_row(key, _cell(value, "-"))
+            table.add_row(Text(safe_text(key)), Text(_cell(value, "-")))
         console().print(table)
 
 
@@ -112,7 +124,7 @@ def show_list(
         for c in cols:
             table.add_column(c, overflow="fold")
         for row in rows:
-            table.add_row(*(_cell(v, "-") for v in row.values()))
+            table.add_row(*(Text(_cell(v, "-")) for v in row.values()))
         console().print(table)
 
 

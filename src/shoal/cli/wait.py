@@ -24,7 +24,7 @@ from rich.table import Table
 from rich.text import Text
 
 from shoal.cli.client import Client
-from shoal.cli.output import console
+from shoal.cli.output import console, safe_text
 
 EXIT_FAILED = 1
 EXIT_TIMEOUT = 3
@@ -76,7 +76,7 @@ def _ready(ng: dict[str, Any]) -> int:
 def group_line(ng: dict[str, Any]) -> str:
     """One node group's progress as a single line."""
     reason = ng.get("status_reason") or ""
-    return (
+    return safe_text(
         f"  {ng.get('name', '?'):<16} {ng.get('role', ''):<8} "
         f"desired {ng.get('node_count', 0):>3}  ready {_ready(ng):>3}  "
         f"failed {int(ng.get('nodes_failed') or 0):>3}  {ng.get('status', '')}"
@@ -92,15 +92,16 @@ def progress_table(snap: Snapshot, what: str, elapsed: float) -> Group:
     for col in ("node group", "role", "desired", "ready", "failed", "status", "reason"):
         table.add_column(col, overflow="fold")
     for ng in snap.groups:
-        table.add_row(
-            str(ng.get("name")),
-            str(ng.get("role", "")),
-            str(ng.get("node_count", 0)),
-            str(_ready(ng)),
-            str(ng.get("nodes_failed") or 0),
-            str(ng.get("status", "")),
-            str(ng.get("status_reason") or ""),
+        cells = (
+            ng.get("name"),
+            ng.get("role", ""),
+            ng.get("node_count", 0),
+            _ready(ng),
+            ng.get("nodes_failed") or 0,
+            ng.get("status", ""),
+            ng.get("status_reason") or "",
         )
+        table.add_row(*(Text(safe_text(str(c))) for c in cells))
     return Group(head, table)
 
 
@@ -135,7 +136,7 @@ def _failure_text(snap: Snapshot, only: str | None) -> str:
     ]
     if only is None and snap.cluster.get("status_reason"):
         reasons.insert(0, str(snap.cluster["status_reason"]))
-    return "; ".join(reasons) or str(snap.cluster.get("status"))
+    return safe_text("; ".join(reasons) or str(snap.cluster.get("status")))
 
 
 def wait_for(
@@ -205,12 +206,12 @@ def _wait(
         nonlocal last_head
         head = f"{what}: {(snap.cluster or {}).get('status', 'deleted')}"
         if head != last_head:
-            err.print(f"{head}  ({time.monotonic() - start:.0f}s)")
+            err.print(Text(safe_text(f"{head}  ({time.monotonic() - start:.0f}s)")))
             last_head = head
         for ng in snap.groups:
             line = group_line(ng)
             if last_lines.get(str(ng.get("uuid"))) != line:
-                err.print(line)
+                err.print(Text(line))
                 last_lines[str(ng.get("uuid"))] = line
 
     live = Live(console=err, auto_refresh=False, transient=False) if err.is_terminal else None

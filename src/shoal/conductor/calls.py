@@ -45,6 +45,9 @@ class EnsureResult:
     machine: Machine | None = None
     error: DriverError | None = None
     moves: list[tuple[str, str, str]] = field(default_factory=list)  # (from az, to az, why)
+    # Not a driver error: something unexpected (a bug, a driver breaking its contract);
+    # the caller fails the node's group alone (conductor/guard.py).
+    crash: Exception | None = None
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,9 @@ def _ensure(ctx: Context, item: Ensure, over: Callable[[], bool]) -> EnsureResul
         except DriverError as exc:
             result.error = exc
             return result
+        except Exception as exc:
+            result.crash = exc
+            return result
     return result
 
 
@@ -119,24 +125,33 @@ def _stops(err: DriverError | None) -> bool:
 
 
 def delete_all(
-    ctx: Context, machines: Sequence[tuple[Provider, str, str | None]]
+    ctx: Context,
+    machines: Sequence[tuple[Provider, str, str | None]],
+    crashes: dict[str, Exception] | None = None,
 ) -> dict[str, DriverError]:
     """Delete every machine of `machines` (provider, machine id, its zone: a target's
-    limit holds for deletes too); "not found" is done. The failures, by machine id."""
+    limit holds for deletes too); "not found" is done. The failures, by machine id.
+    `crashes`: where unexpected exceptions go, by machine id (else they are raised)."""
 
-    def one(p: Provider, mid: str, zone: str | None) -> DriverError | None:
+    def one(p: Provider, mid: str, zone: str | None) -> Exception | None:
         try:
             ctx.call(p, lambda: p.driver.delete_machine(mid), zone)
             return None
         except DriverError as exc:
+            return exc
+        except Exception as exc:
+            if crashes is None:
+                raise
             return exc
 
     futures = {mid: ctx.pool.submit(one, p, mid, zone) for p, mid, zone in machines}
     errors: dict[str, DriverError] = {}
     for mid, f in futures.items():
         err = f.result()
-        if err is not None:
+        if isinstance(err, DriverError):
             errors[mid] = err
+        elif err is not None and crashes is not None:
+            crashes[mid] = err
     return errors
 
 

@@ -16,7 +16,8 @@ from typing import cast
 
 from shoal.conductor import journal
 from shoal.conductor.context import Context
-from shoal.db import outcomes, snapshots
+from shoal.conductor.guard import Guard
+from shoal.db import outcomes, queue, snapshots
 from shoal.domain import conditions as cond
 from shoal.domain import status as st
 from shoal.domain.model import Condition
@@ -38,25 +39,41 @@ class Pass:
 
 def reconcile_batch(ctx: Context, uuids: list[str]) -> None:
     """One pass over some clusters (the caller holds their leases): each on its own,
-    their snapshots read in one transaction and their writes made in one."""
+    their snapshots read in one transaction and their writes made in one. An
+    unexpected exception in one cluster's phases or write is that cluster's
+    `ReconcileError` alone (conductor/guard.py)."""
     snaps = snapshots.load_clusters(ctx.db, uuids)
     now = ctx.now()
-    passes = []
-    for u in uuids:
-        snap = snaps.get(u)
-        if snap is None:
-            continue
-        p = Pass(snap, now, conds=cond.remove(snap.cluster.conditions, cond.RECONCILE_ERROR))
-        if snap.cluster.deleting:
-            _delete_path(ctx, p)
-        else:
-            api_address(p)
-            control_plane(p)
-            _finish(ctx, p)
-        passes.append(p)
-    outcomes.apply_clusters(ctx.db, [(p.snap, p.w) for p in passes], now, holder=ctx.holder)
+    guard = Guard(queue.CLUSTER, now)
+    started = [
+        Pass(s, now, conds=cond.remove(s.cluster.conditions, cond.RECONCILE_ERROR))
+        for u in uuids
+        if (s := snaps.get(u)) is not None
+    ]
+    passes = guard.keep(started, _uuid, lambda p: _phases(ctx, p))
+    passes = guard.written(
+        passes,
+        _uuid,
+        lambda ps: outcomes.apply_clusters(
+            ctx.db, [(p.snap, p.w) for p in ps], now, holder=ctx.holder
+        ),
+    )
     for p in passes:
         journal.events(p.snap.cluster.uuid, p.w.events)
+    guard.record(ctx)
+
+
+def _uuid(p: Pass) -> str:
+    return p.snap.cluster.uuid
+
+
+def _phases(ctx: Context, p: Pass) -> None:
+    if p.snap.cluster.deleting:
+        _delete_path(ctx, p)
+    else:
+        api_address(p)
+        control_plane(p)
+        _finish(ctx, p)
 
 
 def api_address(p: Pass) -> None:
@@ -108,7 +125,9 @@ def _finish(ctx: Context, p: Pass) -> None:
     for g in p.snap.groups:
         o = st.outcome_of(g.status) or st.Outcome.IN_PROGRESS
         seen.append(o)
-        if o is not st.Outcome.COMPLETE and g.status_reason:
+        # A complete group whose listings fail says so too (it changes nothing meanwhile).
+        listing = cond.has_reason(g.conditions, cond.READY, cond.LISTING_FAILED)
+        if (o is not st.Outcome.COMPLETE or listing) and g.status_reason:
             reasons.append((o is not st.Outcome.FAILED, f"node group {g.name}: {g.status_reason}"))
     outcome = st.aggregate(seen)
     reasons.sort(key=lambda r: r[0])  # failed groups first

@@ -100,8 +100,10 @@ class Conductor:
 
     def _work(self, kind: WorkKind, batch: Batch, *, defer: bool = False) -> None:
         """One pass under the leases on a batch; the leases are released after it
-        (`defer`: by this worker's next claim). An unexpected error makes the batch
-        wait with a growing delay (conductor/errors.py), never due again at once."""
+        (`defer`: by this worker's next claim). An unexpected error in one resource's
+        part of the pass is that resource's alone (conductor/guard.py); one in what
+        the batch shares (its snapshot read, the database) makes the batch wait with
+        a growing delay (conductor/errors.py), never due again at once."""
         keys = [leases.key(kind.name, u) for u in batch]
         what = keys[0] if len(keys) == 1 else f"{keys[0]} (+{len(keys) - 1} in its batch)"
         self.claims.hold(keys)
@@ -116,11 +118,13 @@ class Conductor:
         finally:
             self.claims.done(keys, defer=defer)
 
-    def run_once(self) -> int:
-        """Reconcile everything due now, synchronously; the number of passes run."""
+    def run_once(self, *, merge: bool = False) -> int:
+        """Reconcile everything due now, synchronously; the number of passes run.
+        `merge`: the small node groups of all clusters in one pass, as a busy SQLite
+        conductor takes them (`Claims.claim_fair`)."""
         done = 0
         for kind in KINDS:
-            batches = self.claims.claim(kind, 10_000)
+            batches = self.claims.claim(kind, 10_000, merge=merge)
             with ThreadPoolExecutor(self.settings.workers, thread_name_prefix="pass") as ex:
                 list(ex.map(lambda b, k=kind: self._work(k, b), batches))
             done += len(batches)

@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Table, bindparam, case, delete, func, insert, select, update
 
-from shoal.db import convert, leases, notify, queue
+from shoal.db import convert, leases, notify, orphans, queue
 from shoal.db.engine import Database
 from shoal.db.snapshots import CHUNK, ClusterSnapshot, GroupSnapshot
 from shoal.db.tables import (
@@ -127,6 +127,8 @@ def apply_groups(
         for snap, w in writes:
             g = snap.group
             if w.delete_group:
+                # Its machines still listed later are shoal's to sweep: a tombstone.
+                orphans.bury(s, orphans.KIND_NODEGROUP, {g.uuid: g.cluster_id}, now)
                 s.execute(delete(NodeRow).where(NodeRow.nodegroup_uuid == g.uuid))
                 s.execute(delete(NodeGroupRow).where(NodeGroupRow.uuid == g.uuid))
             elif w.status is not None:
@@ -280,6 +282,9 @@ def apply_clusters(
 
 def _apply_cluster(s: Connection, uuid: str, w: ClusterWrite, now: datetime) -> None:
     if w.delete_cluster:
+        groups = s.scalars(select(_NG.c.uuid).where(_NG.c.cluster_uuid == uuid)).all()
+        orphans.bury(s, orphans.KIND_NODEGROUP, dict.fromkeys(groups, uuid), now)
+        orphans.bury(s, orphans.KIND_CLUSTER, {uuid: uuid}, now)
         s.execute(delete(NodeRow).where(NodeRow.cluster_uuid == uuid))
         s.execute(delete(EventRow).where(EventRow.cluster_uuid == uuid))
         s.execute(delete(ClusterCARow).where(ClusterCARow.cluster_uuid == uuid))

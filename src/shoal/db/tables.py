@@ -342,3 +342,40 @@ def table_of(row_cls: type[Base]) -> Table:
     map and unit of work. (The declarative base types `__table__` as any FromClause;
     a class mapped by `__tablename__` has a Table, which insert() and update() need.)"""
     return cast(Table, row_cls.__table__)
+
+
+class OrphanRow(Base):
+    """A machine the sweeper holds: tagged by shoal, but for a node group the database
+    does not know (a restored backup, a database from elsewhere). Refreshed by every
+    sweep; deleted only once its group has a tombstone or an admin asked
+    (`delete_requested_at`). What it claims comes from its tags."""
+
+    __tablename__ = "orphans"
+    provider: Mapped[str] = mapped_column(String(64), primary_key=True)
+    machine_id: Mapped[str] = mapped_column(NAME, primary_key=True)
+    name: Mapped[str] = mapped_column(NAME)
+    state: Mapped[str] = mapped_column(String(16))
+    tags: Mapped[dict[str, str]] = mapped_column(JSONType, default=dict)
+    project_id: Mapped[str | None] = mapped_column(NAME)
+    cluster_uuid: Mapped[str | None] = mapped_column(NAME, index=True)
+    nodegroup_uuid: Mapped[str | None] = mapped_column(NAME)
+    role: Mapped[str | None] = mapped_column(String(64))
+    flavor_id: Mapped[str | None] = mapped_column(NAME)
+    image_id: Mapped[str | None] = mapped_column(NAME)
+    availability_zone: Mapped[str | None] = mapped_column(NAME)
+    first_seen: Mapped[datetime] = mapped_column(UTCDateTime())
+    last_seen: Mapped[datetime] = mapped_column(UTCDateTime())
+    delete_requested_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    delete_requested_by: Mapped[str | None] = mapped_column(NAME)
+
+
+class TombstoneRow(Base):
+    """A node group or cluster shoal deleted (written in the transaction that removed
+    its row): the sweeper may delete machines still tagged for it. Purged after
+    `tombstone_days`."""
+
+    __tablename__ = "tombstones"
+    uuid: Mapped[str] = mapped_column(UUID, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))  # "nodegroup" | "cluster"
+    cluster_uuid: Mapped[str] = mapped_column(UUID)
+    deleted_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)

@@ -31,6 +31,7 @@ SCALING_DOWN = "ScalingDown"  # removing nodes
 REPLACING = "Replacing"  # replacing failed machines
 BLOCKED = "Blocked"  # the cloud refuses for now (quota, no valid host)
 RETRYING = "Retrying"  # a transient error: retrying with backoff
+LISTING_FAILED = "ListingFailed"  # the provider's listing of the group fails: retrying
 FAILED = "Failed"  # a permanent error, or the deadline passed
 TIMED_OUT = "TimedOut"  # create_timeout passed while blocked or in progress
 AS_EXPECTED = "AsExpected"  # everything as desired
@@ -55,6 +56,12 @@ def get(conds: tuple[Condition, ...], type_: str) -> Condition | None:
         if c.type == type_:
             return c
     return None
+
+
+def has_reason(conds: tuple[Condition, ...], type_: str, reason: str) -> bool:
+    """Whether the condition of `type_` is present with `reason`."""
+    c = get(conds, type_)
+    return c is not None and c.reason == reason
 
 
 def is_true(conds: tuple[Condition, ...], type_: str) -> bool:

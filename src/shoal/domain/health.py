@@ -12,8 +12,8 @@ when it stops repairing (the health policy's circuit breaker).
   fault, blocks that zone for the group for `ZONE_BLOCK_S`; new machines go to
   the group's other zones meanwhile.
 - **Repairs.** A node that was ready and whose machine failed or vanished is
-  unhealthy. It is replaced unless that would mean more than
-  `max_unhealthy_percent` of the group's desired nodes are unhealthy: then
+  unhealthy. It is replaced unless more than `max_unhealthy_percent` of the
+  group's desired nodes (rounded down, at least one) are unhealthy: then
   repairs stop, the unhealthy nodes are kept for inspection, and the group says
   why (Cluster API's maxUnhealthy).
 """
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 FIRST_RETRY_S = 3.0
@@ -41,6 +41,9 @@ class GroupMemory:
     last_fault: str | None = None  # the cloud's words for the last failure
     zone_blocks: Mapping[str, datetime] = field(default_factory=dict)  # zone -> until
     stalled: str | None = None  # why the rollout of this generation stopped itself
+    # Passes in a row whose listing of the group's machines failed, since when.
+    listing_failures: int = 0
+    listing_failing_since: datetime | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -50,6 +53,10 @@ class GroupMemory:
             "last_fault": self.last_fault,
             "zone_blocks": {z: t.isoformat() for z, t in self.zone_blocks.items()},
             "stalled": self.stalled,
+            "listing_failures": self.listing_failures,
+            "listing_failing_since": (
+                self.listing_failing_since.isoformat() if self.listing_failing_since else None
+            ),
         }
 
     @classmethod
@@ -57,6 +64,7 @@ class GroupMemory:
         if not data:
             return cls()
         at = data.get("last_failure_at")
+        listing_since = data.get("listing_failing_since")
         return cls(
             failures=int(data.get("failures") or 0),
             generation=int(data.get("generation") or 0),
@@ -66,6 +74,10 @@ class GroupMemory:
                 z: datetime.fromisoformat(t) for z, t in (data.get("zone_blocks") or {}).items()
             },
             stalled=data.get("stalled"),
+            listing_failures=int(data.get("listing_failures") or 0),
+            listing_failing_since=(
+                datetime.fromisoformat(listing_since) if listing_since else None
+            ),
         )
 
 
@@ -116,6 +128,37 @@ def retry_at(mem: GroupMemory) -> datetime | None:
     return mem.last_failure_at + timedelta(seconds=failure_delay(mem.failures))
 
 
+def listing_failed(mem: GroupMemory, now: datetime) -> GroupMemory:
+    """One more pass whose listing of the group's machines failed, seen now."""
+    return replace(
+        mem,
+        listing_failures=mem.listing_failures + 1,
+        listing_failing_since=mem.listing_failing_since or now,
+    )
+
+
+def listed(mem: GroupMemory) -> GroupMemory:
+    """The group's machines were listed: listing failures so far are over."""
+    if mem.listing_failures == 0 and mem.listing_failing_since is None:
+        return mem
+    return replace(mem, listing_failures=0, listing_failing_since=None)
+
+
+def listing_reason(provider: str, reason: str, mem: GroupMemory) -> str:
+    """The status_reason of a group whose listings fail (`mem` counts this one)."""
+    since = mem.listing_failing_since
+    if since is not None and since.tzinfo is not None:
+        since = since.astimezone(UTC)
+    when = f"since {since:%H:%M} UTC, " if since is not None else ""
+    n = mem.listing_failures
+    return (
+        f"cannot list the machines of provider {provider}: {reason} "
+        f"({when}{n} attempt{'' if n == 1 else 's'}); shoal keeps trying with a growing "
+        "delay and changes nothing meanwhile: check that the provider answers "
+        "(endpoint, credentials, rate limits)"
+    )
+
+
 def block_zone(mem: GroupMemory, zone: str, now: datetime) -> GroupMemory:
     """`zone` had no valid host: avoid it for ZONE_BLOCK_S."""
     blocks = {**mem.zone_blocks, zone: now + timedelta(seconds=ZONE_BLOCK_S)}
@@ -138,12 +181,18 @@ def blocked_zones(mem: GroupMemory, now: datetime) -> list[str]:
     return sorted(z for z, t in mem.zone_blocks.items() if t > now)
 
 
+def unhealthy_allowed(desired: int, max_unhealthy_percent: int) -> int:
+    """How many unhealthy nodes a group of `desired` nodes repairs at once: the
+    percentage of the desired nodes, rounded down, but never less than one, so
+    that the first unhealthy node of any group is repaired (with 40 %, a group of
+    one or two nodes would otherwise stop at its first failure)."""
+    return max(1, max(desired, 0) * max_unhealthy_percent // 100)
+
+
 def repairs_allowed(unhealthy: int, desired: int, max_unhealthy_percent: int) -> bool:
     """Whether a group with `unhealthy` unhealthy nodes (of `desired`) may repair them:
-    not when they are more than `max_unhealthy_percent` of the desired nodes."""
-    if unhealthy == 0:
-        return True
-    return unhealthy * 100 <= max_unhealthy_percent * max(desired, 1)
+    not when they are more than `unhealthy_allowed` (the circuit breaker)."""
+    return unhealthy <= unhealthy_allowed(desired, max_unhealthy_percent)
 
 
 # The repair ladder: the rungs, in order, and how an event says each.

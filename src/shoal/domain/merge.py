@@ -19,6 +19,9 @@ from shoal.domain.errors import Conflict, Invalid
 
 CLUSTER_ONLY = frozenset({"keypair", "create_timeout", "discovery_url", "merge_labels"})
 DEFAULT_CREATE_TIMEOUT = 60
+# The name of the template a cluster was made from, kept in its attrs: the read-only
+# copy that answers for that template's id once it is deleted is shown under it.
+SOURCE_TEMPLATE_NAME = "cluster_template_name"
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,11 @@ _ALPHABET = string.ascii_lowercase + string.digits
 _BAD = re.compile(r"[^a-z0-9-]+")
 
 
+def clean(part: str) -> str:
+    """`part` as it appears in node names (lowercase letters, digits, dashes)."""
+    return _clean(part)
+
+
 def _clean(part: str) -> str:
     return _BAD.sub("-", part.lower()).strip("-") or "x"
 

@@ -44,6 +44,8 @@ RULES: dict[str, str] = {
     "nodegroup:create": MEMBER,
     "nodegroup:update": MEMBER,
     "nodegroup:delete": MEMBER,
+    # uploading a VM's domain XML template (any node group attributes that carry one)
+    "nodegroup:vm_template": ADMIN,
     "operation:get": READER,
     "operation:create": MEMBER,
     # certificates: a signed client certificate is the cluster's admin credential
@@ -62,6 +64,10 @@ RULES: dict[str, str] = {
     "provider:detail": ADMIN,
     "sim:admin": ADMIN,
     "token:admin": ADMIN,
+    # machines the sweeper holds (their node groups are unknown to the database)
+    "orphan:get_all": ADMIN,
+    "orphan:delete": ADMIN,
+    "orphan:adopt": ADMIN,
     # lists over every project (`all_tenants`)
     "all_projects": ADMIN,
 }

@@ -26,6 +26,10 @@ PREFIX = "shoal-sealed:v1:"
 SECRET_MIN_CHARS = 32
 _INFO = b"shoal: cluster CA private keys at rest, v1"
 _AGENT_INFO = b"shoal: node agent tokens, v1"
+_BOOTSTRAP_INFO = b"shoal: Kubernetes bootstrap tokens, v1"
+# A Kubernetes bootstrap token is `[a-z0-9]{6}.[a-z0-9]{16}`; lower-case base32's
+# alphabet (a-z, 2-7) is inside it.
+_BOOTSTRAP_ID, _BOOTSTRAP_SECRET = 6, 16
 
 
 class WeakSecret(ValueError):
@@ -66,6 +70,9 @@ class Sealer:
         self._agent_key = HKDF(
             algorithm=hashes.SHA256(), length=32, salt=None, info=_AGENT_INFO
         ).derive(secret.encode())
+        self._bootstrap_key = HKDF(
+            algorithm=hashes.SHA256(), length=32, salt=None, info=_BOOTSTRAP_INFO
+        ).derive(secret.encode())
 
     def __repr__(self) -> str:
         return f"Sealer(key_id={self.key_id!r})"
@@ -80,6 +87,14 @@ class Sealer:
     def node_token_valid(self, node_uuid: str, token: str) -> bool:
         """Whether `token` is node `node_uuid`'s (constant time)."""
         return hmac.compare_digest(self.node_token(node_uuid), token)
+
+    def bootstrap_token(self, cluster_uuid: str) -> str:
+        """The Kubernetes bootstrap token (`id.secret`) kubelets of cluster
+        `cluster_uuid` join with: derived from the key like the agents' tokens, so a
+        re-render gives the same token and nothing is stored."""
+        mac = hmac.new(self._bootstrap_key, b"cluster:" + cluster_uuid.encode(), hashlib.sha256)
+        text = base64.b32encode(mac.digest()).decode().lower()
+        return f"{text[:_BOOTSTRAP_ID]}.{text[_BOOTSTRAP_ID : _BOOTSTRAP_ID + _BOOTSTRAP_SECRET]}"
 
     def seal(self, text: str) -> str:
         token = self._fernet.encrypt(text.encode()).decode()

@@ -20,20 +20,22 @@ SERVER_TYPES = ("vm", "bm")
 HEALTH_STATUSES = ("HEALTHY", "UNHEALTHY", "UNKNOWN")
 
 
-def _int(lo: int | None = None, hi: int | None = None) -> Check:
-    return lambda f, x: v.integer(f, x, lo, hi)
+# Optional scalars as Magnum's types take them: null (gophercloud sends
+# `"create_timeout": null` when the user set none) or "" (magnum-ui sends "" for an
+# empty field) mean "not given", so the default applies; numbers and booleans may
+# come as strings ("3", "True"); anything else is a 400 naming the field.
 
 
-def _opt_int(lo: int | None = None) -> Check:
-    return lambda f, x: v.opt_integer(f, x, lo)
+def _opt_int(lo: int | None = None, hi: int | None = None) -> Check:
+    return lambda f, x: None if v.blank(x) else v.integer(f, x, lo, hi)
 
 
 def _choice(choices: tuple[str, ...], nullable: bool = True) -> Check:
-    return lambda f, x: None if x is None and nullable else v.choice(f, x, choices)
+    return lambda f, x: None if v.blank(x) and nullable else v.choice(f, x, choices)
 
 
 def _bool(f: str, x: Any) -> bool | None:
-    return None if x is None else v.boolean(f, x)
+    return None if v.blank(x) else v.boolean(f, x)
 
 
 def labels(field: str, value: Any) -> dict[str, str]:
@@ -92,12 +94,12 @@ CLUSTER_ATTRS: dict[str, Check] = {
     **COMMON_ATTRS,
     "coe": _choice(COES, nullable=False),
     "keypair": v.string,
-    "create_timeout": _int(0, 7 * 24 * 60),
+    "create_timeout": _opt_int(0, 7 * 24 * 60),
     "discovery_url": v.text,
     "merge_labels": _bool,
     "coe_version": v.version,
-    "master_count": _int(1),
-    "node_count": _int(0),
+    "master_count": _opt_int(1),
+    "node_count": _opt_int(0),
 }
 
 # Template attributes a cluster copies (everything but presentation flags).

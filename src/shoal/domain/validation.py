@@ -181,13 +181,31 @@ def opt_integer(field: str, value: Any, lo: int | None = None) -> int | None:
     return None if value is None else integer(field, value, lo)
 
 
+# The strings Magnum's boolean type takes (oslo's strict bool_from_string), any case:
+# magnum-ui sends "True"/"False", Terraform "true"/"false", the CLI what a user typed.
+TRUE_STRINGS = frozenset({"1", "t", "true", "on", "y", "yes"})
+FALSE_STRINGS = frozenset({"0", "f", "false", "off", "n", "no"})
+
+
 def boolean(field: str, value: Any) -> bool:
-    """A JSON boolean (the strings true/false are accepted as the CLI may send them)."""
+    """A JSON boolean, or one of the strings Magnum takes for one (`TRUE_STRINGS`,
+    `FALSE_STRINGS`, any case); anything else ("maybe", 2, null) is refused."""
     if isinstance(value, bool):
         return value
-    if isinstance(value, str) and value.lower() in ("true", "false"):
-        return value.lower() == "true"
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in TRUE_STRINGS or word in FALSE_STRINGS:
+            return word in TRUE_STRINGS
+        raise Invalid(
+            f"{field} must be a boolean (true/false), not the string {value[:64]!r}", field
+        )
     raise Invalid(f"{field} must be a boolean, not {_kind(value)}", field)
+
+
+def blank(value: Any) -> bool:
+    """Whether `value` is null or an empty (or all-space) string: what magnum-ui sends
+    for an optional field left empty (it turns every None into "")."""
+    return value is None or (isinstance(value, str) and not value.strip())
 
 
 def literal(value: Any) -> Any:
@@ -248,7 +266,7 @@ def _utf8(text: str) -> bool:
 
 def str_dict(field: str, value: Any) -> dict[str, str]:
     """A {str: str} mapping (labels); values are turned into strings as Magnum does."""
-    value = literal(value)
+    value = key_values(literal(value))
     if value is None:
         return {}
     if not isinstance(value, dict):
@@ -270,6 +288,24 @@ def str_dict(field: str, value: Any) -> dict[str, str]:
         if len(out[k]) > LABEL_VALUE_MAX:
             raise Invalid(f"{field}[{k}] must be at most {LABEL_VALUE_MAX} characters", field)
     return out
+
+
+_KEY_VALUE = re.compile(r"[^=,\s][^=,]*=[^,]*(,[^=,\s][^=,]*=[^,]*)*")
+
+
+def key_values(value: Any) -> Any:
+    """A labels string in the `key=value,key2=value2` form (the form Magnum's CLI takes
+    and Terraform's template update sends) as a dict; "" as an empty dict; any other
+    value unchanged, for the field's own check."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if not text:
+        return {}
+    if not _KEY_VALUE.fullmatch(text):
+        return value
+    pairs = (item.split("=", 1) for item in text.split(","))
+    return {k.strip(): x.strip() for k, x in pairs}
 
 
 def str_list(field: str, value: Any, most: int = AZS_MAX) -> tuple[str, ...]:

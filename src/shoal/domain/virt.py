@@ -116,7 +116,8 @@ def template_text(field_: str, value: Any) -> str | None:
 
 def check_spec(spec: NodeGroupSpec) -> None:
     """`vms` and `vm_template` belong to role virt; a template must render into a
-    domain for every VM of the group (Invalid naming the line that failed)."""
+    domain for every VM of the group, within the allow-list of `xmlallow` (Invalid
+    naming the line that failed and why)."""
     if spec.role != ROLE_VIRT:
         if spec.vms:
             raise Invalid("vms is for node groups with role virt (hosts that carry VMs)", "vms")
@@ -127,7 +128,9 @@ def check_spec(spec: NodeGroupSpec) -> None:
         try:
             vmtemplate.check(spec.vm_template, spec.vms)
         except xmlrender.TemplateError as exc:
-            raise Invalid(f"vm_template is not a domain template: {exc}", "vm_template") from exc
+            raise Invalid(
+                f"vm_template is not a domain template shoal will define: {exc}", "vm_template"
+            ) from exc
 
 
 def slots(group_uuid: str, entries: Sequence[Mapping[str, Any]]) -> list[Slot]:

@@ -9,6 +9,10 @@ the driver writes: `metadata` (shoal's tags: a template must place it inside
 `<metadata>`, or shoal cannot find its machines), `boot`, `disks`, `console`. A VM
 of a virt host (`domain/virt.py`) adds its `vms` entry's keys (`cpu`, `ram`, any
 other); shoal's own variables win over an entry's keys of the same name.
+
+Every rendered domain must also pass `xmlallow.check` (no host files, devices or raw
+QEMU arguments): here for the made-up machine, whose only host files are `SAMPLE`'s
+disk, kernel and initrd; the driver checks again with the machine's own files.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from shoal.domain import xmlrender
+from shoal.domain import xmlallow, xmlrender
 
 FRAGMENTS = ("metadata", "boot", "disks", "console")
 
@@ -58,6 +62,10 @@ SAMPLE: Mapping[str, Any] = {
     "metadata": "<shoal:machine xmlns:shoal='https://shoal.dev/xmlns/1'/>",
     "boot": "<boot dev='hd'/>", "disks": "", "console": "",
 }  # fmt: skip
+# The host files the made-up machine may name (a template's own paths are refused).
+SAMPLE_FILES = xmlallow.HostFiles.of(
+    disk=SAMPLE["disk"], seed=SAMPLE["seed"], kernel=SAMPLE["kernel"], initrd=SAMPLE["initrd"]
+)
 
 
 def variables(own: Mapping[str, Any], entry: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -67,12 +75,13 @@ def variables(own: Mapping[str, Any], entry: Mapping[str, Any] | None = None) ->
 
 def check(template: str, entries: Sequence[Mapping[str, Any]] = ()) -> None:
     """TemplateError (with the line) unless `template` renders into a domain for a
-    made-up machine and for each of `entries` (VMs' variables), and places
-    `{metadata}`."""
+    made-up machine and for each of `entries` (VMs' variables) that passes the
+    allow-list (`xmlallow`), and places `{metadata}`."""
     if "{metadata}" not in template:
         raise xmlrender.TemplateError(1, "the template must place {metadata} inside <metadata>")
     for entry in entries or ({},):
         own = dict(SAMPLE)
         if "cpu" in entry:
             own["vcpus"] = entry["cpu"]
-        xmlrender.render(template, variables(own, entry), FRAGMENTS)
+        xml = xmlrender.render(template, variables(own, entry), FRAGMENTS)
+        xmlallow.check(xml, SAMPLE_FILES)

@@ -23,6 +23,9 @@ TAG_CLUSTER = "shoal-cluster"
 TAG_NODEGROUP = "shoal-nodegroup"
 TAG_NODE = "shoal-node"
 TAG_PROJECT = "shoal-project"
+# The node group's role (master, worker, ...): what `shoal orphan adopt` rebuilds a
+# group from, with the machines' listed flavor, image and zone.
+TAG_ROLE = "shoal-role"
 
 
 class DriverError(Exception):
@@ -183,6 +186,7 @@ class MachineSpec:
             TAG_CLUSTER: self.cluster_id,
             TAG_NODEGROUP: self.nodegroup_id,
             TAG_NODE: self.machine_id,
+            TAG_ROLE: self.role,
         }
 
 
@@ -211,13 +215,18 @@ class Capabilities:
     """What a driver can do, so the conductor and `validate` need no guessing.
 
     `zones_are_targets`: each availability zone is one target (a libvirt host),
-    so the conductor limits concurrent calls per zone as well as per provider."""
+    so the conductor limits concurrent calls per zone as well as per provider.
+    `restart_seconds`: the longest a reboot or rebuild takes, in real seconds, when
+    the driver knows it (the sim, from its time scale); a machine ready again that
+    long after the call counts as restarted even if no listing saw it down. None:
+    the conductor's default (a minute)."""
 
     availability_zones: Sequence[str] = ()
     flavors: Sequence[str] = ()
     images: Sequence[str] = ()
     features: frozenset[Feature] = frozenset()
     zones_are_targets: bool = False
+    restart_seconds: float | None = None
 
     def has(self, feature: Feature) -> bool:
         return feature in self.features

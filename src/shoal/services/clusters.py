@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import secrets
-from typing import Any
+from typing import Any, NoReturn
 
 from sqlalchemy.orm import Session
 
@@ -13,11 +13,12 @@ from shoal.db.repo import clusters, nodegroups, quotas, templates
 from shoal.db.repo.paging import Page
 from shoal.db.tables import ClusterRow
 from shoal.db.types import utcnow
-from shoal.domain import entries, jsonpatch, merge, policy, specs
+from shoal.domain import derived, entries, jsonpatch, merge, policy, specs
 from shoal.domain import model as m
 from shoal.domain import validation as v
-from shoal.domain.errors import Invalid, QuotaExceeded
-from shoal.services import resize, sources
+from shoal.domain.errors import Invalid, QuotaExceeded, Unsupported
+from shoal.services import providers as zones_of
+from shoal.services import resize, sources, vm_templates
 from shoal.services.context import Caller
 from shoal.services.views import ClusterView, GroupView
 
@@ -60,15 +61,17 @@ def create(
         raise Invalid("give cluster_template_id or from_cluster, not both", "from_cluster")
     request_attrs = {k: x for k, x in request.items() if x is not None}
     given = entries.parse_list(body.get("node_groups"), "node_groups")
+    vm_templates.enforce(caller, (e.attrs for e in given))
+    zones = zones_of.known_zones(db)  # read before the write transaction (one connection at a time)
     with db.write() as s:
         _check_quota(s, caller.project_id, quota_default)
         base: dict[str, Any] | None = None
         source: list[merge.GroupPlan] | None = None  # None: no template, no clone
-        ct_id = source_id = None
+        ct_id = source_id = ct_name = None
         if body.get("cluster_template_id") is not None:
             ident = v.string("cluster_template_id", body["cluster_template_id"]) or ""
             ct = templates.get_ct(s, caller.scope, ident)
-            ct_id = ct.uuid
+            ct_id, ct_name = ct.uuid, ct.name
             base = merge.template_to_cluster_attrs(ct.attrs)
             source = sources.template_groups(s, ct)
         elif body.get("from_cluster") is not None:
@@ -77,6 +80,10 @@ def create(
             ct_id, source_id, base = src.cluster_template_id, src.uuid, dict(src.attrs or {})
             source = merge.groups_from_cluster(nodegroups.of_cluster(s, src.uuid))
         attrs = merge.cluster_attrs(base, request_attrs)
+        if ct_name is not None:
+            attrs[merge.SOURCE_TEMPLATE_NAME] = ct_name
+        attrs["coe_version"] = derived.coe_version(attrs)
+        attrs["cluster_distro"] = derived.cluster_distro(attrs)
         resolved = sources.resolve_all(s, caller.scope, given)
         plans = merge.plan_groups(
             attrs,
@@ -86,6 +93,7 @@ def create(
             providers=providers,
             limits=caller.limits,
         )
+        plans = derived.pin_zone(plans, derived.label_zone(attrs), zones)
         cluster = clusters.insert(
             s,
             project_id=caller.project_id,
@@ -195,3 +203,21 @@ def delete(db: Database, caller: Caller, ident: str) -> None:
 
 def find_row(s: Session, caller: Caller, ident: str) -> ClusterRow:
     return clusters.find_row(s, caller.scope, ident)
+
+
+def rotate_credentials(db: Database, caller: Caller, ident: str) -> NoReturn:
+    """Magnum's `PATCH /v1/credentials/{cluster}` (new trust and OpenStack credentials
+    for the cluster): not implemented, refused with what to do instead, after the
+    same checks an update of the cluster has (NotFound, policy)."""
+    policy.enforce(caller, "cluster:update")
+    with db.read() as s:
+        c = clusters.get(s, caller.scope, ident)
+    raise Unsupported(
+        f"rotating the credentials of cluster {c.name} is not implemented: shoal acts "
+        "in its project with the Keystone trust its creator's token gave at create, and "
+        "removes that trust when the cluster is deleted. To replace the cluster's CA, "
+        f"use PATCH /v1/certificates/{c.uuid} (openstack coe ca rotate); to stop a "
+        "trust, delete the cluster (a clone made with from_cluster gets a new trust "
+        "from your token).",
+        "cluster",
+    )

@@ -13,6 +13,7 @@ from shoal.domain import jsonpatch, merge, policy, specs
 from shoal.domain import model as m
 from shoal.domain import validation as v
 from shoal.domain.errors import Conflict, Invalid
+from shoal.services import vm_templates
 from shoal.services.context import Caller
 
 CREATE_KEYS = specs.NODEGROUP_KEYS | {
@@ -35,6 +36,7 @@ def create(db: Database, caller: Caller, body: dict[str, Any]) -> m.NodeGroupTem
         )
     name = v.name("name", body["name"]) if body.get("name") is not None else None
     overrides = {k: x for k, x in body.items() if k in specs.NODEGROUP_KEYS}
+    vm_templates.enforce(caller, [overrides])
     with db.write() as s:
         base = m.NodeGroupSpec()
         source_id = None
@@ -76,6 +78,7 @@ def update(db: Database, caller: Caller, ident: str, patch: Any) -> m.NodeGroupT
         ngt = templates.get_ngt(s, caller.scope, row.uuid)
         current = {**specs.spec_as_attrs(ngt.spec), "name": row.name}
         changes = jsonpatch.apply(current, patch, PATCHABLE, kind="nodegrouptemplate")
+        vm_templates.enforce(caller, [changes], kept=[ngt.spec.vm_template])
         name = v.name("name", changes.pop("name")) if "name" in changes else row.name
         defaults = specs.spec_as_attrs(m.NodeGroupSpec())
         attrs = {k: (defaults.get(k) if x is None else x) for k, x in changes.items()}

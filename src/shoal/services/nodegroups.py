@@ -14,11 +14,12 @@ from shoal.db.engine import Database
 from shoal.db.repo import clusters, nodegroups, nodes, operations
 from shoal.db.repo.paging import Page
 from shoal.db.types import utcnow
-from shoal.domain import entries, jsonpatch, merge, policy, specs
+from shoal.domain import derived, entries, jsonpatch, merge, policy, specs
 from shoal.domain import model as m
 from shoal.domain import validation as v
 from shoal.domain.errors import Conflict, Invalid
-from shoal.services import sources, virt
+from shoal.services import providers as zones_of
+from shoal.services import sources, virt, vm_templates
 from shoal.services.context import Caller
 from shoal.services.views import GroupView
 
@@ -69,8 +70,10 @@ def create(
         raise Invalid("name is required", "name")
     name = v.name("name", body["name"])
     entry = entries.parse({k: x for k, x in body.items() if k != "project_id"}, "nodegroup")
+    vm_templates.enforce(caller, [entry.attrs])
     if entry.attrs.get("role") == m.ROLE_MASTER:
         raise Invalid("Creating master nodegroups is currently not supported.", "role")
+    zones = zones_of.known_zones(db)  # read before the write transaction
     with db.write() as s:
         cluster = clusters.find_changeable_row(s, caller.scope, cluster_ident)
         source = sources.resolve(s, caller.scope, entry, cluster_uuid=cluster.uuid)
@@ -82,6 +85,8 @@ def create(
         attrs = cluster.attrs or {}
         plan = merge.fill_from_cluster(entries.plan(entry, source), attrs)
         plan = merge.with_provider(plan, attrs, providers)
+        zone = derived.label_zone({"labels": plan.spec.labels})  # its labels, else the cluster's
+        plan = derived.pin_zone([plan], zone, zones)[0]
         v.spec_nodes(plan.spec, caller.limits)
         v.counts(plan.spec, allow_zero=caller.at_least(1, 10))
         if not plan.spec.image_id:
@@ -135,6 +140,7 @@ def update(db: Database, caller: Caller, cluster_ident: str, ident: str, patch: 
         spec = nodegroups.spec_of(row)
         current = specs.spec_as_attrs(spec)
         changes = jsonpatch.apply(current, patch, PATCHABLE, kind="nodegroup")
+        vm_templates.enforce(caller, [changes], kept=[spec.vm_template])
         _gate_114(caller, changes)
         if row.deleting:
             raise Conflict(f"NodeGroup {row.name} is being deleted")

@@ -81,3 +81,14 @@ def get(db: Database, caller: Caller, configured: Sequence[Configured], name: st
         if view.name == name:
             return view
     raise NotFound("Provider", name)
+
+
+def known_zones(db: Database) -> dict[str, list[str]]:
+    """The zones of each provider a conductor has seen reachable with zones (the API
+    never asks a cloud); a provider not checked yet is absent: its zones are unknown."""
+    out: dict[str, list[str]] = {}
+    for name, check in providers.latest(db).items():
+        zones = list(check.facts.get("availability_zones") or [])
+        if check.reachable and zones:
+            out[name] = [str(z) for z in zones]
+    return out

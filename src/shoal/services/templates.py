@@ -7,14 +7,17 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
+from sqlalchemy.orm import Session
+
 from shoal.db.engine import Database
 from shoal.db.repo import clusters, nodegroups, templates
 from shoal.db.repo.paging import Page
-from shoal.domain import entries, jsonpatch, merge, policy, specs
+from shoal.db.tables import ClusterTemplateRow
+from shoal.domain import derived, entries, jsonpatch, merge, policy, specs
 from shoal.domain import model as m
 from shoal.domain import validation as v
-from shoal.domain.errors import Invalid
-from shoal.services import sources
+from shoal.domain.errors import Invalid, NotFound
+from shoal.services import sources, vm_templates
 from shoal.services.context import Caller
 
 CREATE_KEYS = frozenset(specs.TEMPLATE_ATTRS) | {
@@ -54,6 +57,7 @@ def create(db: Database, caller: Caller, body: dict[str, Any]) -> m.ClusterTempl
     attrs = specs.check_attrs("clustertemplate", body, specs.TEMPLATE_ATTRS)
     _check_publish(caller, attrs)
     given = _parse_entries(body.get("node_group_templates"))
+    vm_templates.enforce(caller, (e.attrs for e in given))
     with db.write() as s:
         ngts = sources.template_entries(s, caller.project_id, given, caller.limits)
         source_id = None
@@ -84,7 +88,7 @@ def create(db: Database, caller: Caller, body: dict[str, Any]) -> m.ClusterTempl
                     keep_references=ct.project_id == caller.project_id,
                 )
         merged = {"coe": "kubernetes", **base, **attrs} if base else {**attrs}
-        merged = {k: x for k, x in merged.items() if x is not None}
+        merged = _with_distro({k: x for k, x in merged.items() if x is not None})
         _require(merged, ngts)
         return templates.insert_ct(
             s,
@@ -95,6 +99,12 @@ def create(db: Database, caller: Caller, body: dict[str, Any]) -> m.ClusterTempl
             ngts=ngts,
             source_id=source_id,
         )
+
+
+def _with_distro(attrs: dict[str, Any]) -> dict[str, Any]:
+    """`attrs` with `cluster_distro` filled from the image name when none is given."""
+    distro = derived.cluster_distro(attrs)
+    return {**attrs, "cluster_distro": distro} if distro else attrs
 
 
 def _check_publish(caller: Caller, attrs: dict[str, Any]) -> None:
@@ -108,9 +118,51 @@ def _gen_name() -> str:
 
 
 def get(db: Database, caller: Caller, ident: str) -> m.ClusterTemplate:
+    """A template; for the id of one deleted since, the read-only copy a cluster the
+    caller can see keeps of it (clients fetch a cluster's `cluster_template_id`)."""
     policy.enforce(caller, "clustertemplate:get")
     with db.read() as s:
-        return templates.get_ct(s, caller.scope, ident)
+        try:
+            return templates.get_ct(s, caller.scope, ident)
+        except NotFound:
+            kept = kept_copy(s, caller, ident)
+            if kept is None:
+                raise
+            return kept
+
+
+def kept_copy(s: Session, caller: Caller, ident: str) -> m.ClusterTemplate | None:
+    """Template `ident` as the newest cluster made from it keeps it: the cluster's
+    attributes in template form, named as the template was, marked `kept_by_cluster`."""
+    c = clusters.made_from_template(s, caller.scope, ident)
+    if c is None:
+        return None
+    attrs = merge.cluster_to_template_attrs(c.attrs)
+    attrs["kept_by_cluster"] = c.uuid
+    return m.ClusterTemplate(
+        id=0,
+        uuid=ident,
+        project_id=c.project_id,
+        user_id=c.user_id,
+        name=str(c.attrs.get(merge.SOURCE_TEMPLATE_NAME) or f"{c.name}-template"),
+        attrs=attrs,
+        source_id=c.uuid,
+        created_at=c.created_at,
+    )
+
+
+def _refuse_kept(s: Session, caller: Caller, ident: str, action: str) -> None:
+    """Invalid when `ident` is a deleted template a cluster keeps a copy of (that copy
+    cannot be changed or deleted); returns when it is not (then NotFound stands)."""
+    kept = kept_copy(s, caller, ident)
+    if kept is not None:
+        raise Invalid(
+            f"cluster template {ident} was deleted; what GET shows is the read-only copy "
+            f"cluster {kept.source_id} keeps of it, which cannot be {action}. To get a "
+            f"template to change, create one from the cluster (POST /v1/clustertemplates "
+            f'with "from_cluster": "{kept.source_id}").',
+            "uuid",
+        )
 
 
 def list_page(db: Database, caller: Caller, page: Page) -> list[m.ClusterTemplate]:
@@ -123,7 +175,7 @@ def update(db: Database, caller: Caller, ident: str, patch: Any) -> m.ClusterTem
     """JSON-patch on attributes, name and the embedded NGT list (replaced whole)."""
     policy.enforce(caller, "clustertemplate:update")
     with db.write() as s:
-        row = templates.find_ct_row(s, caller.scope, ident)
+        row = _find_changeable(s, caller, ident, "changed")
         if row.project_id != caller.project_id and not caller.is_admin:
             raise Invalid("a public template of another project cannot be changed", "project_id")
         current = {**(row.attrs or {}), "name": row.name}
@@ -147,7 +199,12 @@ def update(db: Database, caller: Caller, ident: str, patch: Any) -> m.ClusterTem
             ngts = entries.as_written(ct.node_group_templates, templates.referenced_ngts(s, ct))
         else:
             given = _parse_entries(ngts_raw)
+            ct = templates.get_ct(s, caller.scope, row.uuid)
+            vm_templates.enforce(
+                caller, (e.attrs for e in given), vm_templates.kept_by(ct.node_group_templates)
+            )
             ngts = sources.template_entries(s, caller.project_id, given, caller.limits)
+        attrs = _with_distro(attrs)
         _require(attrs, ngts)
         if ngts_raw is not ...:
             templates.replace_embedded(s, row, ngts)
@@ -158,7 +215,15 @@ def delete(db: Database, caller: Caller, ident: str) -> None:
     """Templates are freely deletable: clusters made from them copied what they need."""
     policy.enforce(caller, "clustertemplate:delete")
     with db.write() as s:
-        row = templates.find_ct_row(s, caller.scope, ident)
+        row = _find_changeable(s, caller, ident, "deleted")
         if row.project_id != caller.project_id and not caller.is_admin:
             raise Invalid("a public template of another project cannot be deleted", "project_id")
         templates.delete_ct(s, row)
+
+
+def _find_changeable(s: Session, caller: Caller, ident: str, action: str) -> ClusterTemplateRow:
+    try:
+        return templates.find_ct_row(s, caller.scope, ident)
+    except NotFound:
+        _refuse_kept(s, caller, ident, action)
+        raise

@@ -9,6 +9,9 @@ group's deletion. Each answer is folded into its own pass's view.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 from shoal.conductor import calls
 from shoal.conductor.context import Context, Provider
 from shoal.conductor.nodegroup import operate, spec
@@ -36,14 +39,17 @@ CREATE_PASS_BUDGET_S = 0.5
 
 
 def act(ctx: Context, passes: list[Pass]) -> None:
-    """Call the providers for the passes of a batch; fold the answers into each pass."""
+    """Call the providers for the passes of a batch; fold the answers into each pass.
+    An unexpected exception in a group's calls or in folding their answers is kept
+    on its pass (`Pass.crash`), never raised: the other groups' calls go on."""
     per_machine: list[tuple[Pass, Provider]] = []
     for p in passes:
         provider = ctx.provider(p.provider)
         if provider is None:
             continue  # plan() made it a pass that only concludes
         if provider.has(Feature.PER_GROUP):
-            _per_group(ctx, p, provider)
+            with _guarded(p):
+                _per_group(ctx, p, provider)
         else:
             per_machine.append((p, provider))
     _deletes(ctx, per_machine)
@@ -55,8 +61,11 @@ def _deletes(ctx: Context, passes: list[tuple[Pass, Provider]]) -> None:
     owner = {mid: p for p, _ in passes for mid in p.to_delete}
     if owner:
         machines = [(prov, mid, _zone(p, mid)) for p, prov in passes for mid in p.to_delete]
-        for mid, err in calls.delete_all(ctx, machines).items():
+        crashes: dict[str, Exception] = {}
+        for mid, err in calls.delete_all(ctx, machines, crashes).items():
             owner[mid].delete_errors[mid] = err
+        for mid, exc in crashes.items():
+            owner[mid].crashed(exc)
 
 
 def _zone(p: Pass, machine_id: str) -> str | None:
@@ -83,6 +92,8 @@ def _operations(ctx: Context, passes: list[Pass]) -> None:
                 ctx.call(provider, lambda: driver.rebuild_machine(call.node_uuid, image), zone)
         except DriverError as exc:
             operate.call_failed(p, call, f"{call.kind} refused by the cloud: {exc.reason}")
+        except Exception as exc:
+            p.crashed(exc)
 
     futures = [ctx.pool.submit(one, p, c) for p in passes for c in p.driver_ops]
     for f in futures:
@@ -94,14 +105,18 @@ def _creates(ctx: Context, passes: list[tuple[Pass, Provider]]) -> None:
     tiers: tuple[list[calls.Ensure], ...] = ([], [])
     for p, provider in passes:
         # Every row is committed here, with its id (the snapshot's, or the intent
-        # write's RETURNING).
-        zones = p.open_zones()
-        tier = tiers[0 if p.snap.group.spec.role == ROLE_MASTER else 1]
-        for uid in p.to_ensure:
-            if uid in p.nodes:
-                owner[uid] = p
-                node_spec = spec.machine_spec(p, p.nodes[uid], ctx.api_url, ctx.node_token)
-                tier.append(calls.Ensure(provider, node_spec, zones))
+        # write's RETURNING). A group whose specs cannot be made creates nothing.
+        with _guarded(p):
+            zones = p.open_zones()
+            mine = [
+                calls.Ensure(
+                    provider, spec.machine_spec(p, p.nodes[u], ctx.api_url, ctx.node_token), zones
+                )
+                for u in p.to_ensure
+                if u in p.nodes
+            ]
+            tiers[0 if p.snap.group.spec.role == ROLE_MASTER else 1].extend(mine)
+            owner.update((e.spec.machine_id, p) for e in mine)
     if not owner:
         return
     errors_before = {id(p): len(p.errors) for p, _ in passes}
@@ -113,29 +128,48 @@ def _creates(ctx: Context, passes: list[tuple[Pass, Provider]]) -> None:
     for r in results:
         p = owner[r.spec.machine_id]
         answered[id(p)] += 1
-        node = p.nodes[r.spec.machine_id]
-        for frm, to, why in r.moves:
-            p.memory = health.block_zone(p.memory, frm, p.now)
-            p.event(
-                "NoValidHost",
-                f"no valid host in {frm} for node {node.name} ({why}); placed it in {to}",
-                warning=True,
-                node=node.uuid,
-            )
-        if r.machine is not None:
-            fold(p, node, r.machine)
-            node = p.nodes[node.uuid]
-            if r.machine.state is MachineState.BUILDING and node.state is NodeState.PENDING:
-                p.set(node, state=NodeState.BUILDING)
-            p.progress = True
-        elif r.error is not None:
-            _refused(p, r.error)
-            if node.reason != r.error.reason:
-                p.set(node, reason=r.error.reason)
+        if r.crash is not None:
+            p.crashed(r.crash)
+        with _guarded(p):
+            _answered(p, r)
     for p, _ in passes:
         # Stopped by the time budget, not by an error: the rest go in the next pass.
         stopped = answered[id(p)] < asked[id(p)] and len(p.errors) == errors_before[id(p)]
         p.deferred = p.deferred or stopped
+
+
+def _answered(p: Pass, r: calls.EnsureResult) -> None:
+    """Fold one create's answer into its pass."""
+    if r.crash is not None:
+        return
+    node = p.nodes[r.spec.machine_id]
+    for frm, to, why in r.moves:
+        p.memory = health.block_zone(p.memory, frm, p.now)
+        p.event(
+            "NoValidHost",
+            f"no valid host in {frm} for node {node.name} ({why}); placed it in {to}",
+            warning=True,
+            node=node.uuid,
+        )
+    if r.machine is not None:
+        fold(p, node, r.machine)
+        node = p.nodes[node.uuid]
+        if r.machine.state is MachineState.BUILDING and node.state is NodeState.PENDING:
+            p.set(node, state=NodeState.BUILDING)
+        p.progress = True
+    elif r.error is not None:
+        _refused(p, r.error)
+        if node.reason != r.error.reason:
+            p.set(node, reason=r.error.reason)
+
+
+@contextlib.contextmanager
+def _guarded(p: Pass) -> Iterator[None]:
+    """Keep an unexpected exception on the pass instead of raising it."""
+    try:
+        yield
+    except Exception as exc:
+        p.crashed(exc)
 
 
 def _refused(p: Pass, err: DriverError) -> None:

@@ -227,8 +227,8 @@ def repair(p: Pass) -> None:
     """Repair the unhealthy nodes by a ladder: reboot, then rebuild, then replace
     (each rung given the health policy's unhealthy timeout to work; a rung the
     provider cannot do is skipped) — unless more than the policy's
-    `max_unhealthy_percent` of the desired nodes are unhealthy: then keep them (for
-    inspection) and stop repairing until someone acts."""
+    `max_unhealthy_percent` of the desired nodes (at least one) are unhealthy: then
+    keep them (for inspection) and stop repairing until someone acts."""
     if not p.unhealthy:
         return
     g = p.snap.group
@@ -242,7 +242,8 @@ def repair(p: Pass) -> None:
     names = ", ".join(n.name for n in p.unhealthy[:10]) + (" ..." if bad > 10 else "")
     p.repairs_stopped = (
         f"repairs stopped: {bad} of {desired} node(s) are unhealthy ({names}), more than "
-        f"health_policy.max_unhealthy_percent ({limit} %) allows; they are kept for "
+        f"health_policy.max_unhealthy_percent ({limit} %) allows "
+        f"({health.unhealthy_allowed(desired, limit)} at most); they are kept for "
         "inspection. Remove them (resize --nodes-to-remove) or raise the limit (PATCH "
         "health_policy), and repairs resume"
     )

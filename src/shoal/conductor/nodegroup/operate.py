@@ -25,7 +25,8 @@ from shoal.domain.model import NodeState, NodeTask
 from shoal.drivers.contract import MachineState
 
 # A reboot or rebuild counts as done once the machine was seen not ready and is
-# ready again, or is ready this long after the call (a reboot too quick to see).
+# ready again, or is ready this long after the call (a reboot too quick to see),
+# unless the provider says how long its restarts take (the sim, in its time scale).
 QUIET_DONE_S = 60.0
 
 
@@ -112,7 +113,8 @@ def _ended(p: Pass, t: NodeTask) -> str | None:
         if not t.output:
             _update(p, t, ops.RUNNING, f"{t.kind} under way")  # seen going down
         return None
-    quiet = t.started_at is not None and p.now - t.started_at > timedelta(seconds=QUIET_DONE_S)
+    quiet_s = QUIET_DONE_S if p.restart_seconds is None else p.restart_seconds
+    quiet = t.started_at is not None and p.now - t.started_at > timedelta(seconds=quiet_s)
     if m.state is MachineState.ACTIVE and (t.output or quiet):
         if t.kind == ops.REBUILD:
             _moved(p, t)

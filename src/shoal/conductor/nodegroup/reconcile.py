@@ -20,6 +20,7 @@ from datetime import datetime
 
 from shoal.conductor import journal
 from shoal.conductor.context import Context
+from shoal.conductor.guard import Guard
 from shoal.conductor.nodegroup import (
     act,
     delete,
@@ -46,35 +47,60 @@ from shoal.drivers.contract import (
 
 
 def reconcile_batch(ctx: Context, uuids: list[str]) -> None:
-    """One pass over node groups `uuids` (the caller holds their leases)."""
+    """One pass over node groups `uuids` (the caller holds their leases). What each
+    group does on its own runs under the per-pass guard (conductor/guard.py): an
+    unexpected exception there is that group's `ReconcileError`, and the other
+    groups of the batch go on."""
     now = ctx.now()
+    guard = Guard(queue.NODEGROUP, now)
     places = ctx.places_of(uuids, lambda us: snapshots.places_of(ctx.db, us))
     providers = {u: str(place.provider) for u, place in places.items()}
     # VMs of virt hosts: the driver learns the cluster's hosts before any call.
-    views = {u: _virt_hosts(ctx, providers[u], u) for u in providers}
+    views = guard.each(providers, lambda u: _virt_hosts(ctx, providers[u], u))
     # Listed on this worker's thread, not the driver pool's: a listing does not take
     # a create's place among the driver's `driver_concurrency` calls.
-    listed = {u: _listing(ctx, places[u], u) for u in places}
+    listed = guard.each(views, lambda u: _listing(ctx, places[u], u))
     # The snapshots are read after the listings: every machine listed had its node
     # row committed before it was created (intent before action).
-    snaps = snapshots.load_groups(ctx.db, list(providers))
-    passes = [Pass.start(snaps[u], now, listed[u], providers[u]) for u in uuids if u in snaps]
-    for p in passes:
+    snaps = snapshots.load_groups(ctx.db, list(listed))
+    started = guard.each(
+        [u for u in uuids if u in snaps and u in listed],
+        lambda u: Pass.start(snaps[u], now, listed[u], providers[u]),
+    )
+    for p in started.values():
         p.virt = views.get(p.group_uuid)
-    for p in passes:
-        plan(ctx, p)
+    passes = guard.keep(started.values(), _uuid, lambda p: plan(ctx, p))
     acting = [p for p in passes if p.path is not Path.CONCLUDE]
     scale.settle_names(acting, lambda c, names: snapshots.taken_names(ctx.db, c, names))
-    commit_intent(ctx, acting, now)
+    # Intent before action: a group whose intent could not be written does not act.
+    acting = guard.written(acting, _uuid, lambda ps: commit_intent(ctx, ps, now))
     act.act(ctx, acting)
     for p in acting:
-        p.flush_updates()
-        if p.path is Path.DELETE:
-            delete.conclude(ctx, p)
-        else:
-            status.conclude(ctx, p)
-    outcomes.apply_groups(ctx.db, [(p.snap, p.w) for p in passes], now, holder=ctx.holder)
+        if p.crash is not None:  # an unexpected exception in its calls or their answers
+            guard.fail(p.group_uuid, p.crash)
+    guard.keep(acting, _uuid, lambda p: _conclude(ctx, p))
+    passes = guard.written(
+        passes,
+        _uuid,
+        lambda ps: outcomes.apply_groups(
+            ctx.db, [(p.snap, p.w) for p in ps], now, holder=ctx.holder
+        ),
+    )
     _journal(passes)
+    guard.record(ctx)
+
+
+def _uuid(p: Pass) -> str:
+    return p.group_uuid
+
+
+def _conclude(ctx: Context, p: Pass) -> None:
+    """The outcome of a pass that acted."""
+    p.flush_updates()
+    if p.path is Path.DELETE:
+        delete.conclude(ctx, p)
+    else:
+        status.conclude(ctx, p)
 
 
 def plan(ctx: Context, p: Pass) -> None:
@@ -100,7 +126,9 @@ def plan(ctx: Context, p: Pass) -> None:
         p.path = Path.CONCLUDE
         status.conclude(ctx, p, permanent="; ".join(problems))
     else:
-        p.features = frozenset(provider.capabilities().features)
+        caps = provider.capabilities()
+        p.features = frozenset(caps.features)
+        p.restart_seconds = caps.restart_seconds
         p.agents_expected = provider.agents
         observe.observe(p)
         scale.remove_marked(p)

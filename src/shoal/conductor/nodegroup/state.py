@@ -66,10 +66,19 @@ class Pass:
     operation_note: str = ""  # how the group's operation goes, for a person
     driver_ops: list[Any] = field(default_factory=list)  # operate.DriverOp: act calls them
     features: frozenset[Feature] = frozenset()  # what the group's provider can do
+    restart_seconds: float | None = None  # its provider's longest reboot (None: unknown)
     agents_expected: bool = False  # its provider's nodes run shoal-agent
     virt: VirtView | None = None  # its cluster's virt hosts, on a hosted provider
     hosts_wait: str = ""  # virt hosts being deleted: why they wait for their VMs
+    # An unexpected exception in this group's driver calls or their answers (act): the
+    # per-pass guard makes it the group's ReconcileError (conductor/guard.py).
+    crash: Exception | None = None
     _updates: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    def crashed(self, exc: Exception) -> None:
+        """Something unexpected went wrong in this group's part of act (the first kept)."""
+        if self.crash is None:
+            self.crash = exc
 
     def look_again(self, at: datetime) -> None:
         """Be due again by `at` at the latest (a timeout that ends then)."""
@@ -98,6 +107,7 @@ class Pass:
             p.listing_error = listed
         else:
             p.machines = {m.tags.get(TAG_NODE, m.machine_id): m for m in listed}
+            p.memory = health.listed(p.memory)
         return p
 
     @property

@@ -137,13 +137,14 @@ def conclude(ctx: Context, p: Pass, permanent: str | None = None) -> None:
         nxt,
         memory,
     )
-    # The cluster pass follows status changes, a block starting or ending (the
-    # cluster's reason quotes it) and masters (API address, ControlPlaneReady);
-    # plain worker progress waits for the cluster's regular requeue.
+    # The cluster pass follows status changes, a block or failing listings starting
+    # or ending (the cluster's reason quotes them) and masters (API address,
+    # ControlPlaneReady); plain worker progress waits for the cluster's regular requeue.
     p.w.poke_cluster = (
         p.w.poke_cluster
         or new_status != g.status
         or _is_blocked(reason) != _is_blocked(g.status_reason)
+        or cond.has_reason(g.conditions, cond.READY, cond.LISTING_FAILED)
         or (p.progress and g.spec.role == ROLE_MASTER)
     )
 
@@ -300,17 +301,29 @@ def _events(p: Pass, new_status: str, reason: str | None, ready: int) -> None:
 
 
 def listing_failed(ctx: Context, p: Pass) -> None:
-    """The listing itself failed: keep everything, say so, retry with backoff."""
+    """The listing itself failed: keep everything, say so (in status_reason too: since
+    when, how many attempts), retry with a delay that grows with the attempts."""
     g, now, exc = p.snap.group, p.now, p.listing_error
     assert exc is not None
-    conds = cond.set_false(g.conditions, cond.READY, cond.RETRYING, exc.reason, now)
-    delay = min(ctx.backoff.after_attempts(2), ctx.settings.backoff_max_seconds)
+    p.memory = health.listing_failed(p.memory, now)
+    reason = health.listing_reason(p.provider, exc.reason, p.memory)
+    conds = cond.set_false(g.conditions, cond.READY, cond.LISTING_FAILED, reason, now)
+    attempts = p.memory.listing_failures
+    delay = min(ctx.backoff.after_attempts(attempts + 1), ctx.settings.backoff_max_seconds)
     if exc.retry_after:
         delay = max(delay, exc.retry_after)
-    p.event("Retrying", f"listing machines failed: {exc.reason}", warning=True)
+    if attempts == 1:  # one event when it starts, not one per attempt
+        p.event("Retrying", f"listing machines failed: {exc.reason}", warning=True)
     p.w.status = outcomes.StatusWrite(
-        g.generation, g.status, g.status_reason, conds, False, now + timedelta(seconds=delay)
+        g.generation,
+        g.status,
+        reason,
+        conds,
+        False,
+        now + timedelta(seconds=delay),
+        p.memory.to_json(),
     )
+    p.w.poke_cluster = True  # the cluster's status_reason quotes it
 
 
 def resting(p: Pass) -> None:

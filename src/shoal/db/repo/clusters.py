@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -63,6 +63,24 @@ def find_changeable_row(session: Session, scope: Scope, ident: str) -> ClusterRo
 
 def get(session: Session, scope: Scope, ident: str) -> m.Cluster:
     return convert.cluster_from_row(find_row(session, scope, ident))
+
+
+def made_from_template(session: Session, scope: Scope, template_uuid: str) -> m.Cluster | None:
+    """The newest cluster of the scope made from template `template_uuid` (its copy of
+    the template's attributes answers for a template deleted since), or None."""
+    if not lookup.is_uuid(template_uuid):
+        return None
+    stmt = (
+        select(ClusterRow)
+        .where(
+            ClusterRow.cluster_template_id == template_uuid,
+            *lookup.in_scope(ClusterRow.project_id, scope),
+        )
+        .order_by(ClusterRow.created_at.desc(), ClusterRow.id.desc())
+        .limit(1)
+    )
+    row = session.scalars(stmt).first()
+    return convert.cluster_from_row(row) if row is not None else None
 
 
 def list_page(session: Session, scope: Scope, page: Page) -> list[m.Cluster]:
@@ -133,15 +151,19 @@ def insert(
     groups: Sequence[GroupPlan],
     cluster_template_id: str | None,
     source_id: str | None,
+    uuid: str | None = None,
+    group_uuids: Mapping[str, str] | None = None,
 ) -> m.Cluster:
     """The cluster and its node groups, due for the conductor right away. Core
     inserts (one for the cluster, one for its groups): no ORM objects to build
-    and flush for rows this request never reads again."""
+    and flush for rows this request never reads again. `uuid` and `group_uuids`
+    (by group name): the ids of a cluster whose machines exist already (adoption);
+    new ones otherwise."""
     now = utcnow()
     row = session.execute(
         _INSERT_CLUSTER,
         {
-            "uuid": new_uuid(),
+            "uuid": uuid or new_uuid(),
             "project_id": project_id,
             "user_id": user_id,
             "name": name,
@@ -162,7 +184,12 @@ def insert(
     if ordered:
         session.execute(
             sql_insert(NodeGroupRow),
-            [nodegroups.new_values(row.uuid, project_id, plan, now) for plan in ordered],
+            [
+                nodegroups.new_values(
+                    row.uuid, project_id, plan, now, (group_uuids or {}).get(plan.name)
+                )
+                for plan in ordered
+            ],
         )
     notify.request(session)  # Core writes: the session's flush hook does not see them
     return convert.cluster_from_row(row)

@@ -34,24 +34,32 @@ class Live:
 
 
 def insert(
-    session: Session, cluster: ClusterRow, plan: GroupPlan, *, now: datetime | None = None
+    session: Session,
+    cluster: ClusterRow,
+    plan: GroupPlan,
+    *,
+    now: datetime | None = None,
+    uuid: str | None = None,
 ) -> m.NodeGroup:
-    """A node group of `cluster`, due for the conductor right away."""
-    row = NodeGroupRow(**new_values(cluster.uuid, cluster.project_id, plan, now or utcnow()))
+    """A node group of `cluster`, due for the conductor right away (`uuid`: see
+    `new_values`)."""
+    values = new_values(cluster.uuid, cluster.project_id, plan, now or utcnow(), uuid)
+    row = NodeGroupRow(**values)
     session.add(row)
     session.flush()
     return convert.nodegroup_from_row(row)
 
 
 def new_values(
-    cluster_uuid: str, project_id: str, plan: GroupPlan, now: datetime
+    cluster_uuid: str, project_id: str, plan: GroupPlan, now: datetime, uuid: str | None = None
 ) -> dict[str, Any]:
-    """The column values of a new node group of a cluster, for an INSERT."""
+    """The column values of a new node group of a cluster, for an INSERT (`uuid`: the
+    id of a group whose machines exist already; a new one otherwise)."""
     from shoal.db.repo.templates import new_uuid
 
     spec = plan.spec
     return {
-        "uuid": new_uuid(),
+        "uuid": uuid or new_uuid(),
         "cluster_uuid": cluster_uuid,
         "project_id": project_id,
         "name": plan.name,

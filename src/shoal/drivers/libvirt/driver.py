@@ -3,7 +3,8 @@
 Each host is an availability zone and a target of its own. A machine is a domain
 whose UUID is shoal's node uuid (so a repeated create finds the first one), with
 shoal's tags in its metadata, a copy-on-write overlay of its image's base disk, and
-its user data on the kernel command line (kernel images). Placement is shoal's own
+its user data on the kernel command line (kernel images; never the node agent's token,
+see `template.cmdline`) or in a NoCloud seed ISO (disk images). Placement is shoal's own
 accounting (placement.py): a spec naming a host that is full is BlockedError(NO_VALID_HOST,
 az=host), and the conductor tries the group's next zone; a spec naming none goes to
 the emptiest host with room. A host that another process filled meanwhile is found
@@ -22,6 +23,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import Any
 
+from shoal.domain import bootstrap
 from shoal.drivers.contract import (
     TAG_CLUSTER,
     BlockedError,
@@ -246,11 +248,15 @@ class LibvirtDriver:
                 raise PermanentError(f"machine {machine_id}: its flavor {meta.flavor} is gone")
             spec = _spec_of(seen, meta, image_id)
             new_meta = dataclasses.replace(meta, image=image_id, created=self.clock(), fault="",
-                                           fault_kind=None)  # fmt: skip
+                                           fault_kind=None,  # and a token an older one kept
+                                           user_data=bootstrap.without_agent_token(
+                                               meta.user_data))  # fmt: skip
             with self._host_locks[host]:
                 self.hosts.call(host, lambda _c: _destroy(dom))
                 mac = seen.facts.macs[0] if seen.facts.macs else template.mac_for(machine_id, ())
-                dom, made = self._define(host, spec, flavor, image, mac, new_meta)
+                seed_at = "/" + volumes.seed_name(machine_id)
+                seed = next((p for p in seen.facts.disks if p.endswith(seed_at)), None)
+                dom, made = self._define(host, spec, flavor, image, mac, new_meta, seed)
                 self.looker.remember(host, made)
             self._start(host, Seen(dom, made, False))
 
@@ -330,7 +336,8 @@ class LibvirtDriver:
         image = self.images[spec.image_id]
         mac = template.mac_for(spec.machine_id, self.looker.macs(host))
         meta = Meta(spec.tags, flavor.name, image.name, host, self.clock(), group,
-                    role=spec.role, user_data=spec.user_data or "",
+                    role=spec.role,
+                    user_data=bootstrap.without_agent_token(spec.user_data or ""),
                     scope=self.settings.scope)  # fmt: skip
         dom, made = self._define(host, spec, flavor, image, mac, meta)
         self.looker.remember(host, made)
@@ -351,8 +358,11 @@ class LibvirtDriver:
         image: LibvirtImage,
         mac: str,
         meta: Meta,
+        seed: str | None = None,
     ) -> tuple[Any, facts.Facts]:
-        """The overlay and the domain, defined; the domain's facts from the XML sent."""
+        """The overlay and the domain, defined; the domain's facts from the XML sent.
+        `seed`: a NoCloud seed already in the pool (a rebuild keeps the one made with the
+        machine, whose user data has the agent token the metadata does not keep)."""
         pool = self.settings.pool
         disk = None
         if image.disk:
@@ -361,8 +371,9 @@ class LibvirtDriver:
                            disk_gb=flavor.disk_gb)  # fmt: skip
             disk = self.hosts.call(host, make)
         try:
-            seed = None
-            if spec.user_data and not image.kernel:  # a disk image: a NoCloud seed ISO
+            if image.kernel:
+                seed = None
+            elif seed is None and spec.user_data:  # a disk image: a NoCloud seed ISO
                 data = nocloud.nocloud_iso(spec.machine_id, spec.name, spec.user_data)
                 upload = partial(volumes.upload_seed, pool_name=pool, host=host,
                                  machine_id=spec.machine_id, data=data)  # fmt: skip

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-from shoal.domain import vmtemplate, xmlrender
+from shoal.domain import bootstrap, vmtemplate, xmlallow, xmlrender
 from shoal.drivers.contract import MachineSpec, PermanentError
 from shoal.settings import LibvirtFlavor, LibvirtImage, LibvirtSettings
 
@@ -41,7 +41,9 @@ def load(settings: LibvirtSettings) -> str:
     except OSError as exc:
         raise ValueError(f"domain_template {path}: cannot read it ({exc.strerror})") from exc
     try:
-        xmlrender.render(text, _sample(settings), FRAGMENTS)
+        sample = _sample(settings)
+        xml = xmlrender.render(text, sample, FRAGMENTS)
+        xmlallow.check(xml, files_of(settings, sample))
     except xmlrender.TemplateError as exc:
         raise ValueError(f"domain_template {path}: {exc}") from exc
     if "{metadata}" not in text:
@@ -75,10 +77,14 @@ def mac_for(machine_id: str, taken: Collection[str]) -> str:
 def cmdline(image: LibvirtImage, spec: MachineSpec) -> str:
     """The kernel command line of a kernel image: the image's own, NoCloud's meta-data
     (`ds=nocloud;i=<instance id>;h=<hostname>`, what cloud-init reads there) and the
-    user data, base64, as `shoal_user_data=`. PermanentError when it is too long."""
+    user data, base64, as `shoal_user_data=`, **without the node agent's token**: a
+    command line is readable by every process of the guest and of the host (`ps`,
+    /proc/<pid>/cmdline), so such a machine's agent has no token. PermanentError when
+    it is too long."""
     parts = [image.cmdline.strip(), f"ds=nocloud;i={spec.machine_id};h={spec.name}"]
     if spec.user_data:
-        parts.append("shoal_user_data=" + base64.b64encode(spec.user_data.encode()).decode())
+        data = bootstrap.without_agent_token(spec.user_data)
+        parts.append("shoal_user_data=" + base64.b64encode(data.encode()).decode())
     line = " ".join(p for p in parts if p)
     if len(line) > CMDLINE_MAX:
         raise PermanentError(
@@ -153,9 +159,25 @@ def attributes(settings: LibvirtSettings, spec: MachineSpec, d: Domain) -> Mappi
     return vmtemplate.variables(own, spec.vm.variables if spec.vm else None)
 
 
+def files_of(settings: LibvirtSettings, attrs: Mapping[str, Any]) -> xmlallow.HostFiles:
+    """The host files a machine's domain may name: its overlay and seed, its image's
+    kernel and initrd, its console log."""
+    console = None
+    if settings.console_dir:
+        console = str(Path(settings.console_dir) / f"{attrs['name']}.console")
+    return xmlallow.HostFiles.of(disk=attrs["disk"], seed=attrs["seed"], kernel=attrs["kernel"],
+                                 initrd=attrs["initrd"], console=console)  # fmt: skip
+
+
 def render(template: str, settings: LibvirtSettings, spec: MachineSpec, d: Domain) -> str:
-    """The domain XML; PermanentError (with the line) when the template breaks on it."""
+    """The domain XML, checked against the allow-list (`domain.xmlallow`) with the
+    machine's own host files: the last check before libvirt defines it, whoever wrote
+    the template and whenever. PermanentError (with the line) when the template breaks
+    on it or names what is not allowed."""
+    attrs = attributes(settings, spec, d)
     try:
-        return xmlrender.render(template, attributes(settings, spec, d), FRAGMENTS)
+        xml = xmlrender.render(template, attrs, FRAGMENTS)
+        xmlallow.check(xml, files_of(settings, attrs))
     except xmlrender.TemplateError as exc:
         raise PermanentError(f"the domain template does not fit {spec.name}: {exc}") from exc
+    return xml

@@ -29,6 +29,7 @@ TAG_KEYS = (
     contract.TAG_CLUSTER,
     contract.TAG_NODEGROUP,
     contract.TAG_NODE,
+    contract.TAG_ROLE,
 )
 NOVA_TAG_MAX = 60
 

@@ -94,6 +94,11 @@ class SimConfig:
         """How long `sim_seconds` of simulated time lasts in real time."""
         return sim_seconds / self.time_scale
 
+    def restart_real_seconds(self) -> float:
+        """The longest a reboot or rebuild takes, in real time: a rebuild is a boot (a
+        reboot a quarter of one), at most `jitter` longer than `boot_seconds`."""
+        return self.real_seconds(self.boot_seconds * (1.0 + self.jitter))
+
     @property
     def rate_burst(self) -> float:
         """Tokens the create-rate bucket holds (at least one)."""

@@ -43,12 +43,15 @@ class SimDriver:
         self.features = FEATURES | {Feature.PER_GROUP} if per_group else FEATURES
 
     def capabilities(self) -> Capabilities:
-        """Zones from the world's config (cached), flavors and images from the catalog."""
+        """Zones and restart time from the world's config (cached), flavors and images
+        from the catalog."""
+        cfg = self.world.cached().config
         return Capabilities(
-            availability_zones=tuple(self.world.cached().config.availability_zones),
+            availability_zones=tuple(cfg.availability_zones),
             flavors=tuple(catalog.FLAVORS),
             images=tuple(catalog.IMAGES),
             features=self.features,
+            restart_seconds=cfg.restart_real_seconds(),
         )
 
     def check(self) -> Capabilities:

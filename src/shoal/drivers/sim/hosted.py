@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-from shoal.domain import vmtemplate, xmlrender
+from shoal.domain import vmtemplate, xmlallow, xmlrender
 from shoal.drivers.contract import (
     BlockedError,
     BlockedKind,
@@ -56,6 +56,7 @@ class HostedSimDriver(SimDriver):
             images=tuple(catalog.IMAGES),
             features=self.features,
             zones_are_targets=True,
+            restart_seconds=self.world.cached().config.restart_real_seconds(),
         )
 
     def validate(self, spec: MachineSpec) -> list[str]:
@@ -122,9 +123,11 @@ def render(spec: MachineSpec, host: VirtHost) -> str:
     }  # fmt: skip
     template = vm.template or vmtemplate.DEFAULT
     try:
-        return xmlrender.render(
+        xml = xmlrender.render(
             template, vmtemplate.variables(own, vm.variables), vmtemplate.FRAGMENTS
         )
+        xmlallow.check(xml, xmlallow.HostFiles.of(disk=disk))  # as libvirt's driver does
+        return xml
     except xmlrender.TemplateError as exc:
         raise PermanentError(f"the domain template does not fit VM {spec.name}: {exc}") from exc
 

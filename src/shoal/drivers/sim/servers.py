@@ -79,15 +79,15 @@ _S = tables.servers
 # The columns `view` reads, in its order.
 ROW = (
     _S.c.seq, _S.c.machine_id, _S.c.name, _S.c.project, _S.c.cluster, _S.c.nodegroup,
-    _S.c.node, _S.c.flavor, _S.c.image, _S.c.az, _S.c.vcpus, _S.c.ram_mb, _S.c.created_at,
-    _S.c.ready_at, _S.c.up_at, _S.c.fault, _S.c.deleting_at, _S.c.gone_at,
+    _S.c.node, _S.c.role, _S.c.flavor, _S.c.image, _S.c.az, _S.c.vcpus, _S.c.ram_mb,
+    _S.c.created_at, _S.c.ready_at, _S.c.up_at, _S.c.fault, _S.c.deleting_at, _S.c.gone_at,
     _S.c.delete_failures,
 )  # fmt: skip
 
 
 def view(row: Sequence[Any], now: float) -> SimServer | None:
     """The SimServer for a stored row (columns in world._ROW order) at `now`; None once gone."""
-    (seq, mid, name, project, cluster, nodegroup, node, flavor, image, az, _vcpus, _ram,
+    (seq, mid, name, project, cluster, nodegroup, node, role, flavor, image, az, _vcpus, _ram,
      created, ready, up, fault, deleting, gone, _failures) = row  # fmt: skip
     if deleting is not None:
         if gone <= now:
@@ -109,6 +109,7 @@ def view(row: Sequence[Any], now: float) -> SimServer | None:
             contract.TAG_CLUSTER: cluster,
             contract.TAG_NODEGROUP: nodegroup,
             contract.TAG_NODE: node,
+            **({contract.TAG_ROLE: role} if role else {}),
         },
         flavor=flavor,
         image=image,

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple, Self
 
-from sqlalchemy import Connection, Engine, delete, insert, select, update
+from sqlalchemy import Connection, Engine, delete, insert, inspect, select, text, update
 from sqlalchemy.exc import OperationalError, ProgrammingError
 
 from shoal.drivers.sim import engine as sim_engine
@@ -95,6 +95,7 @@ class WorldStore:
             try:
                 with self._txn(write=True) as conn:
                     tables.metadata.create_all(conn)
+                    _add_role_column(conn)
                 return
             except (OperationalError, ProgrammingError):
                 if attempt == 2:
@@ -185,3 +186,11 @@ def _rule(r: Any) -> FaultRule:
 
 _NOLOCK = contextlib.nullcontext()
 _VERSION = select(tables.meta.c.version).where(tables.meta.c.id == 1)
+
+
+def _add_role_column(conn: Connection) -> None:
+    """A world made before servers kept their role tag gets the column (empty)."""
+    names = {c["name"] for c in inspect(conn).get_columns(tables.servers.name)}
+    if "role" not in names:
+        add = "ADD COLUMN role VARCHAR(64) NOT NULL DEFAULT ''"
+        conn.execute(text(f"ALTER TABLE {tables.servers.name} {add}"))

@@ -44,7 +44,8 @@ servers = Table(
     Column("cluster", String(64), nullable=False, index=True),
     Column("nodegroup", String(64), nullable=False, index=True),
     Column("node", String(64), nullable=False, index=True),
-    # The four shoal tags are these columns (the contract's tags are exactly those).
+    Column("role", String(64), nullable=False, server_default=""),
+    # The five shoal tags are these columns (the contract's tags are exactly those).
     Column("flavor", String(64), nullable=False),
     Column("image", String(255), nullable=False),
     Column("az", String(64), nullable=False),

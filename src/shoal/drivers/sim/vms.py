@@ -86,7 +86,8 @@ class VmOps(WorldStore):
         values: dict[str, Any] = dict(
             machine_id=spec.machine_id, name=spec.name, project=spec.project_id,
             cluster=spec.cluster_id, nodegroup=spec.nodegroup_id, node=spec.machine_id,
-            flavor=VM_FLAVOR, image=spec.image_id, az=zone, vcpus=vm.vcpus, ram_mb=vm.ram_mib,
+            role=spec.role, flavor=VM_FLAVOR, image=spec.image_id, az=zone, vcpus=vm.vcpus,
+            ram_mb=vm.ram_mib,
             created_at=now, ready_at=now + boot, up_at=now + boot, fault=None,
             deleting_at=None, gone_at=None, delete_failures=0,
         )  # fmt: skip

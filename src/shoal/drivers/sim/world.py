@@ -50,6 +50,7 @@ _TAG_COLUMNS = {
     contract.TAG_CLUSTER: _S.c.cluster,
     contract.TAG_NODEGROUP: _S.c.nodegroup,
     contract.TAG_NODE: _S.c.node,
+    contract.TAG_ROLE: _S.c.role,
 }
 _U = tables.usage
 _UD = tables.user_data
@@ -295,7 +296,7 @@ class SimWorld(AdminOps, VmOps):
         values: dict[str, Any] = dict(
             machine_id=spec.machine_id, name=spec.name, project=spec.project_id,
             cluster=spec.cluster_id, nodegroup=spec.nodegroup_id, node=spec.machine_id,
-            flavor=flavor.name, image=spec.image_id, az=az,
+            role=spec.role, flavor=flavor.name, image=spec.image_id, az=az,
             vcpus=flavor.vcpus, ram_mb=flavor.ram_mb, created_at=now, ready_at=now + boot,
             up_at=now + boot, fault=fault, deleting_at=None, gone_at=None, delete_failures=0,
         )  # fmt: skip
