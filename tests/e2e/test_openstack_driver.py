@@ -187,7 +187,8 @@ def test_a_quota_blocks_the_group_with_novas_words_until_it_is_raised(
         assert "Quota exceeded for instances" in reason, reason
         assert s.status("quota") == "CREATE_IN_PROGRESS"
         time.sleep(3)  # it stays blocked, without more servers than the quota
-        assert len(s.servers()) <= 3
+        seen = [(x.name, x.status, (x.fault or {}).get("message")) for x in s.servers()]
+        assert len(seen) <= 3, seen
         s.project.quota(instances=-1)
         s.wait_status("quota", "CREATE_COMPLETE", timeout=180)
         assert len(s.servers()) == 5
