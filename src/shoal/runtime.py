@@ -99,7 +99,7 @@ def build_runtime(settings: Settings, *, with_conductor: bool | None = None) -> 
     """
     from shoal.db import deployment_state, migrations
     from shoal.db.engine import Database
-    from shoal.drivers import registry
+    from shoal.drivers import providers as drivers
 
     if settings.database_url is None:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -125,7 +125,7 @@ def build_runtime(settings: Settings, *, with_conductor: bool | None = None) -> 
     sealer = functools.cache(lambda: keys.load(settings))  # read once, when first needed
     delegations = StoredDelegations(db, sealer, authenticator.undelegate)
     try:
-        providers = registry.build(settings, delegations)
+        providers = drivers.build(settings, delegations)
     except BaseException:
         authenticator.close()
         db.close()

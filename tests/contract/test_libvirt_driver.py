@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from shoal.domain import bootstrap
-from shoal.drivers import contract, registry
+from shoal.drivers import contract, providers
 from shoal.drivers.contract import (
     BlockedError,
     BlockedKind,
@@ -31,15 +31,10 @@ from shoal.drivers.contract import (
     TransientError,
 )
 from shoal.drivers.libvirt.driver import LibvirtDriver
+from shoal.drivers.libvirt.settings import LibvirtFlavor, LibvirtHostSettings
 from shoal.drivers.libvirt.template import DEFAULT
-from shoal.settings import (
-    LibvirtFlavor,
-    LibvirtHostSettings,
-    ProviderSettings,
-    Settings,
-    SettingsError,
-)
-from tests.contract.libvirt_factory import POOL, URI, ensure_base, foreign_domain, settings
+from shoal.drivers.libvirt.testing import POOL, URI, ensure_base, foreign_domain, settings
+from shoal.settings import ProviderSettings, Settings, SettingsError
 from tests.support.libvirt_host import require_libvirt_python
 
 pytestmark = pytest.mark.libvirt
@@ -282,7 +277,7 @@ def test_a_template_with_new_variables_and_a_broken_one(tmp_path: Path, make: An
     broken.write_text(DEFAULT.replace("<vcpu>{vcpus}</vcpu>", "<vcpu>{cpus}</vcpu>"))
     ps = ProviderSettings("lv", "libvirt", settings(domain_template=str(broken)))
     with pytest.raises(SettingsError) as err:
-        registry.build(Settings(data_dir=tmp_path, providers=(ps,), default_provider="lv"))
+        providers.build(Settings(data_dir=tmp_path, providers=(ps,), default_provider="lv"))
     assert "provider 'lv': domain_template" in str(err.value)
     assert "line 6: <vcpu> must be a positive whole number, not '': <vcpu></vcpu>" in str(err.value)
 
@@ -369,7 +364,7 @@ def test_a_template_that_reaches_the_host_is_refused_at_start_and_at_define(
     shared.write_text(DEFAULT.replace("<devices>", "<devices>" + fs))
     ps = ProviderSettings("lv", "libvirt", settings(domain_template=str(shared)))
     with pytest.raises(SettingsError, match="<filesystem> is not allowed"):
-        registry.build(Settings(data_dir=tmp_path, providers=(ps,), default_provider="lv"))
+        providers.build(Settings(data_dir=tmp_path, providers=(ps,), default_provider="lv"))
 
     node = tmp_path / "node.xml"
     node.write_text(NODE_XML)

@@ -19,13 +19,14 @@ from shoal.db.repo.paging import Page
 from shoal.db.types import utcnow
 from shoal.domain import model as m
 from shoal.domain.errors import NotFound
-from shoal.drivers.registry import Provider, Providers
+from shoal.drivers.providers import Provider, Providers
 from shoal.drivers.sim.driver import SimDriver
 from shoal.drivers.sim.hosted import HostedSimDriver
+from shoal.drivers.sim.settings import SimSettings
 from shoal.drivers.sim.world import SimWorld
 from shoal.services import clusters, misc, nodegroups, resize
 from shoal.services.context import Caller
-from shoal.settings import ConductorSettings, ProviderSettings, SimSettings
+from shoal.settings import ConductorSettings, ProviderSettings
 from tests.support.waiting import scaled
 
 FAST_SIM = SimSettings(boot_seconds=0.3, delete_seconds=0.1, api_latency_ms=0, jitter=0.2)

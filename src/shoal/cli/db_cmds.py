@@ -57,12 +57,13 @@ def migrate(
     Example: shoal db migrate --to postgresql://postgres@127.0.0.1:5432/shoal
     """
     from shoal.drivers.sim import tables as sim_tables
+    from shoal.drivers.sim import worlds
     from shoal.services.transfer import copy_database
 
     settings = settings_or_exit()
     datadir.secure(settings)
     src = source or settings.db_url
-    sim_src = sim_source or (source if source else settings.first_sim_db_url())
+    sim_src = sim_source or (source if source else worlds.first_db_url(settings))
     try:
         report = copy_database(
             src,

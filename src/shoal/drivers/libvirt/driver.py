@@ -42,7 +42,12 @@ from shoal.drivers.libvirt import seed as nocloud
 from shoal.drivers.libvirt.facts import XMLNS, Meta
 from shoal.drivers.libvirt.hosts import Hosts
 from shoal.drivers.libvirt.listing import Looker, Seen
-from shoal.settings import LibvirtFlavor, LibvirtHostSettings, LibvirtImage, LibvirtSettings
+from shoal.drivers.libvirt.settings import (
+    LibvirtFlavor,
+    LibvirtHostSettings,
+    LibvirtImage,
+    LibvirtSettings,
+)
 
 FEATURES = frozenset({Feature.REBOOT, Feature.REBUILD})
 # Hosted (uri_template): machines are VMs of the clusters' virt hosts, sized by their
