@@ -10,12 +10,23 @@ import os
 import socket
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
+from shoal.auth.base import Authenticator
+from shoal.db.engine import Database
+from shoal.drivers.providers import Providers
 from shoal.settings import Settings, SettingsError
 
 log = logging.getLogger(__name__)
 PRESENCE_SECONDS = 5.0  # how often a process without a conductor says it is alive
+
+
+class Conductor(Protocol):
+    """A conductor (`shoal.conductor.loop.Conductor`): imported only when built."""
+
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+    def wake(self) -> None: ...
 
 
 @dataclass
@@ -23,10 +34,10 @@ class Runtime:
     """Handles shared by the API app and the conductor of one process."""
 
     settings: Settings
-    db: Any  # shoal.db.engine.Database
-    providers: Any  # shoal.drivers.registry.Providers
-    auth: Any  # shoal.auth.Authenticator: who makes each API request
-    conductor: Any | None = None  # shoal.conductor.loop.Conductor when running
+    db: Database
+    providers: Providers
+    auth: Authenticator  # who makes each API request
+    conductor: Conductor | None = None  # when this process runs one
     agents: list[Any] = field(default_factory=list)  # drivers.sim.agents.EmulatedAgents
     _presence: threading.Event = field(default_factory=threading.Event)
     _presence_thread: threading.Thread | None = None

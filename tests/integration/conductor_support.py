@@ -24,7 +24,7 @@ from shoal.drivers.sim.driver import SimDriver
 from shoal.drivers.sim.hosted import HostedSimDriver
 from shoal.drivers.sim.settings import SimSettings
 from shoal.drivers.sim.world import SimWorld
-from shoal.services import clusters, misc, nodegroups, resize
+from shoal.services import clusters, nodegroups, nodes, resize
 from shoal.services.context import Caller
 from shoal.settings import ConductorSettings, ProviderSettings
 from tests.support.waiting import scaled
@@ -76,13 +76,13 @@ class Env:
 
     def nodes(self, cid: str, group: str | None = None) -> list[m.Node]:
         """Nodes in creation order."""
-        return [n for n, _, _ in misc.list_nodes(self.db, self.caller, cid, ALL, group)]
+        return [n for n, _, _ in nodes.list_nodes(self.db, self.caller, cid, ALL, group)]
 
     def servers(self, cid: str) -> list[str]:
         return sorted(s.machine_id for s in self.world.servers(cluster=cid))
 
     def events(self, cid: str) -> list[m.Event]:
-        return misc.list_events(self.db, self.caller, cid, 0, 10_000)
+        return nodes.list_events(self.db, self.caller, cid, 0, 10_000)
 
     def complete(self, cid: str) -> Callable[[], bool]:
         def done() -> bool:

@@ -56,9 +56,9 @@ def migrate(
 
     Example: shoal db migrate --to postgresql://postgres@127.0.0.1:5432/shoal
     """
+    from shoal.db.transfer import copy_database
     from shoal.drivers.sim import tables as sim_tables
     from shoal.drivers.sim import worlds
-    from shoal.services.transfer import copy_database
 
     settings = settings_or_exit()
     datadir.secure(settings)

@@ -33,7 +33,7 @@ from shoal.conductor.nodegroup import (
     status,
 )
 from shoal.conductor.nodegroup.state import Pass, Path
-from shoal.db import outcomes, queue, snapshots, virthosts
+from shoal.db import outcomes, queue, snapshots, virthosts, writes
 from shoal.db.virthosts import VirtView
 from shoal.domain import status as st
 from shoal.domain.model import ROLE_VIRT
@@ -161,7 +161,7 @@ def commit_intent(ctx: Context, passes: list[Pass], now: datetime) -> None:
     for p in passes:
         for uid in p.nodes.keys() & ids.keys():
             p.nodes[uid] = replace(p.nodes[uid], id=ids[uid])
-        p.w = outcomes.GroupWrite()
+        p.w = writes.GroupWrite()
 
 
 def _listing(
