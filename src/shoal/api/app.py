@@ -20,6 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from shoal.api import bodylimit, browsers, deps, errors, microversion, openapi, ports
 from shoal.api.routes import (
     agent,
+    caller,
     certificates,
     clusters,
     clustertemplates,
@@ -35,13 +36,15 @@ from shoal.api.routes import (
 )
 from shoal.db import errors as db_errors
 from shoal.domain import sealing
+from shoal.web import serving as dashboard
 
 # deadlock_detected, serialization_failure, lock_not_available
 UNVERSIONED = ("/openapi.json", "/docs", "/redoc", "/docs/oauth2-redirect")
 
 
 class NormalizePath:
-    """Trailing slashes are accepted; a path without /v1 is served as /v1 (Magnum)."""
+    """Trailing slashes are accepted; a path without /v1 is served as /v1 (Magnum), but
+    the dashboard's /ui."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -55,6 +58,7 @@ class NormalizePath:
                 path != "/"
                 and path not in UNVERSIONED
                 and not (path == "/v1" or path.startswith("/v1/"))
+                and not (path == dashboard.PREFIX or path.startswith(dashboard.PREFIX + "/"))
             ):
                 path = "/v1" + path
             if path != scope["path"]:
@@ -231,8 +235,10 @@ def create_app(runtime: ports.Runtime, sealer: sealing.Sealer | None = None) -> 
 
     app.include_router(misc.public, prefix="/v1")
     app.include_router(agent.router, prefix="/v1")  # nodes: their own token each
+    app.include_router(dashboard.router)  # /ui/: static files; their data comes from /v1
     for r in (
         misc.router,
+        caller.router,
         clustertemplates.router,
         nodegrouptemplates.router,
         nodegroups.router,
