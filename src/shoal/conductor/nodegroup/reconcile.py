@@ -1,4 +1,4 @@
-"""One pass over a batch of node groups: the phase list, and the only writer.
+"""One pass over a batch of node groups: the phase list, and where the pass's writes are applied.
 
 Skeleton (Cluster API style): list each group's machines in one driver call,
 load the snapshots, choose each group's path (reconcile, delete, or only
