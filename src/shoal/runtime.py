@@ -125,6 +125,7 @@ def build_runtime(settings: Settings, *, with_conductor: bool | None = None) -> 
         )
     from shoal import auth, keys
     from shoal.conductor.delegations import StoredDelegations
+    from shoal.conductor.virthosts import StoredVirtHosts
 
     try:
         authenticator = auth.build(settings, db)
@@ -135,8 +136,9 @@ def build_runtime(settings: Settings, *, with_conductor: bool | None = None) -> 
     # removed from Keystone when their cluster goes.
     sealer = functools.cache(lambda: keys.load(settings))  # read once, when first needed
     delegations = StoredDelegations(db, sealer, authenticator.undelegate)
+    virt_hosts = StoredVirtHosts(db, settings.default_provider)
     try:
-        providers = drivers.build(settings, delegations)
+        providers = drivers.build(settings, delegations, virt_hosts)
     except BaseException:
         authenticator.close()
         db.close()

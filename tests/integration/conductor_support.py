@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from shoal.conductor.loop import Conductor
+from shoal.conductor.virthosts import StoredVirtHosts
 from shoal.db import migrations
 from shoal.db.engine import Database
 from shoal.db.repo.paging import Page
@@ -132,7 +133,8 @@ def make_env(
     ]
     if vms:
         hosted = ProviderSettings(name="vms", options=SimSettings(hosted=True))
-        made.append(Provider(hosted, HostedSimDriver(next(iter(opened.values())))))
+        hosts = StoredVirtHosts(db, next(iter(opened)))
+        made.append(Provider(hosted, HostedSimDriver(next(iter(opened.values())), hosts)))
     providers = Providers(made, next(iter(opened)))
     conductor = Conductor(db, providers, settings, now=now)
     try:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from shoal.drivers import registry
-from shoal.drivers.contract import Delegations, Driver
+from shoal.drivers.contract import Delegations, Driver, NoVirtHosts, VirtHosts
 from shoal.settings import ProviderSettings, Settings
 
 
@@ -74,13 +74,18 @@ class Providers(Mapping[str, Provider]):
             p.close()
 
 
-def build(settings: Settings, delegations: Delegations | None = None) -> Providers:
+def build(
+    settings: Settings,
+    delegations: Delegations | None = None,
+    virt_hosts: VirtHosts | None = None,
+) -> Providers:
     """Open the driver of every provider `settings` names; `delegations`: clusters'
-    trusts, for OpenStack providers with Keystone authentication."""
+    trusts, for OpenStack providers with Keystone authentication; `virt_hosts`: the
+    clusters' virt hosts, for hosted providers (none when not given)."""
     opened: list[Provider] = []
     try:
         for ps in settings.providers:
-            opened.append(_open(settings, ps, opened, delegations))
+            opened.append(_open(settings, ps, opened, delegations, virt_hosts))
     except BaseException:
         for p in opened:
             p.close()
@@ -92,12 +97,14 @@ def build(settings: Settings, delegations: Delegations | None = None) -> Provide
 class Opening:
     """What a driver's opener gets: the process's settings, the provider to open (its
     `options` always its kind's settings), the providers opened before it (a hosted
-    sim puts VMs in the world of one of them) and clusters' trusts (`delegations`)."""
+    sim puts VMs in the world of one of them), clusters' trusts (`delegations`) and
+    their virt hosts (`virt_hosts`, for drivers whose machines are VMs on them)."""
 
     settings: Settings
     provider: ProviderSettings
     before: tuple[Provider, ...] = ()
     delegations: Delegations | None = None
+    virt_hosts: VirtHosts = field(default_factory=NoVirtHosts)
 
 
 class DriverRuntime(Protocol):
@@ -132,8 +139,10 @@ def _open(
     ps: ProviderSettings,
     before: list[Provider],
     delegations: Delegations | None = None,
+    virt_hosts: VirtHosts | None = None,
 ) -> Provider:
     kind = registry.kind(ps.driver, f"provider {ps.name!r}: driver")
     if not isinstance(ps.options, kind.settings):
         ps = replace(ps, options=ps.options if ps.options is not None else kind.settings())
-    return runtime(kind).open_provider(Opening(settings, ps, tuple(before), delegations))
+    hosts = virt_hosts if virt_hosts is not None else NoVirtHosts()
+    return runtime(kind).open_provider(Opening(settings, ps, tuple(before), delegations, hosts))

@@ -24,7 +24,6 @@ from shoal.conductor.guard import Guard
 from shoal.conductor.nodegroup import (
     act,
     delete,
-    hosted,
     observe,
     operate,
     rollout,
@@ -183,14 +182,11 @@ def _listing(
 
 
 def _virt_hosts(ctx: Context, name: str, ng_uuid: str) -> VirtView | None:
-    """For a group on a hosted provider: its cluster's virt hosts, told to the driver."""
+    """For a group on a hosted provider: its cluster's virt hosts."""
     provider = ctx.provider(name)
     if provider is None or not provider.hosted:
         return None
-    view = virthosts.load(ctx.db, ng_uuid)
-    if view is not None:
-        hosted.tell_hosts(provider, view, ctx.default_provider)
-    return view
+    return virthosts.load(ctx.db, ng_uuid)
 
 
 def unconfigured(ctx: Context, name: str) -> str:

@@ -23,7 +23,9 @@ def open_provider(opening: Opening) -> Provider:
             )
         from shoal.drivers.sim.hosted import HostedSimDriver
 
-        return Provider(ps, HostedSimDriver(world))  # the world stays its host provider's
+        return Provider(
+            ps, HostedSimDriver(world, opening.virt_hosts)
+        )  # the world stays its host's
     from shoal.drivers.sim.driver import SimDriver
 
     url = worlds.db_url(opening.settings, ps)
