@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from shoal.auth.base import Authenticator
 from shoal.db.engine import Database
-from shoal.drivers.providers import Providers
+from shoal.drivers.providers import Companion, Providers
 from shoal.settings import Settings, SettingsError
 
 log = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ class Runtime:
     providers: Providers
     auth: Authenticator  # who makes each API request
     conductor: Conductor | None = None  # when this process runs one
-    agents: list[Any] = field(default_factory=list)  # drivers.sim.agents.EmulatedAgents
+    agents: list[Companion] = field(default_factory=list)  # what providers run beside
     _presence: threading.Event = field(default_factory=threading.Event)
     _presence_thread: threading.Thread | None = None
 
@@ -144,7 +144,7 @@ def build_runtime(settings: Settings, *, with_conductor: bool | None = None) -> 
         db.close()
         raise
     runtime = Runtime(settings=settings, db=db, providers=providers, auth=authenticator)
-    api_url = settings.public_url or f"http://{settings.host}:{settings.port}"
+    api_url = settings.api_url
     if settings.conductor if with_conductor is None else with_conductor:
         from shoal.conductor.loop import Conductor
 
@@ -157,12 +157,7 @@ def build_runtime(settings: Settings, *, with_conductor: bool | None = None) -> 
             node_token=sealer().node_token,
             delegations=delegations,
         )
-    for p in providers.values():
-        if p.world is not None and getattr(p.settings.options, "agents", False):
-            from shoal.drivers.sim.agents import EmulatedAgents
-
-            state = settings.data_dir / f"sim-agents-{p.name}"
-            runtime.agents.append(EmulatedAgents(p.world, state, api_url))
+    runtime.agents = [c for p in providers.values() for c in p.companions]
     from shoal.db import notify
 
     # Every desired-state commit wakes conductors: NOTIFY on PostgreSQL, and

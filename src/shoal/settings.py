@@ -232,6 +232,11 @@ class Settings:
             )
 
     @property
+    def api_url(self) -> str:
+        """Where this deployment's API is reached: `public_url`, else the listen address."""
+        return self.public_url or f"http://{self.host}:{self.port}"
+
+    @property
     def db_url(self) -> str:
         if self.database_url:
             return self.database_url

@@ -18,16 +18,25 @@ from shoal.drivers.contract import Delegations, Driver, NoVirtHosts, VirtHosts
 from shoal.settings import ProviderSettings, Settings
 
 
+class Companion(Protocol):
+    """Something a provider runs beside its driver while the process serves (the sim's
+    emulated node agents): started with the process, stopped before it closes."""
+
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+
+
 @dataclass
 class Provider:
-    """One provider of this process: its settings, its driver, and for the sim its
-    world (the admin API's handle)."""
+    """One provider of this process: its settings, its driver, for the sim its world
+    (the admin API's handle), and what it runs beside the driver (`companions`)."""
 
     settings: ProviderSettings
     driver: Driver
     world: Any | None = None  # SimWorld (or its proxy) for a sim provider
     process: Any | None = None  # SimProcess when the world runs in a process of its own
     close: Callable[[], None] = field(default=lambda: None)
+    companions: list[Companion] = field(default_factory=list)
 
     @property
     def name(self) -> str:

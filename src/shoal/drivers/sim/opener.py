@@ -34,11 +34,23 @@ def open_provider(opening: Opening) -> Provider:
 
         proc = SimProcess(url, sim)
         driver = SimDriver(proc.world, per_group=sim.per_group)
-        return Provider(ps, driver, proc.world, proc, proc.close)
+        return _with_agents(Provider(ps, driver, proc.world, proc, proc.close), opening)
     from shoal.drivers.sim.world import SimWorld
 
     world = SimWorld.open(url, sim)
-    return Provider(ps, SimDriver(world, per_group=sim.per_group), world, None, world.close)
+    provider = Provider(ps, SimDriver(world, per_group=sim.per_group), world, None, world.close)
+    return _with_agents(provider, opening)
+
+
+def _with_agents(provider: Provider, opening: Opening) -> Provider:
+    """With `agents: true`, an emulated node agent on every ready server (real HTTP to
+    shoal's API), started with the process."""
+    if provider.world is not None and provider.settings.options.agents:
+        from shoal.drivers.sim.agents import EmulatedAgents
+
+        state = opening.settings.data_dir / f"sim-agents-{provider.name}"
+        provider.companions.append(EmulatedAgents(provider.world, state, opening.settings.api_url))
+    return provider
 
 
 def databases(settings: Settings, provider: ProviderSettings) -> list[str]:
