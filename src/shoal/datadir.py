@@ -20,6 +20,7 @@ from sqlalchemy.engine import make_url
 
 from shoal import admin_token
 from shoal.db.engine import secure_sqlite_file
+from shoal.drivers import providers
 from shoal.settings import Settings
 
 DIR_MODE = 0o700
@@ -29,9 +30,7 @@ def secure(settings: Settings) -> None:
     """Private umask; the data directory made or tightened to 0700 when shoal keeps
     anything in it; every SQLite database file shoal uses made or tightened to 0600."""
     os.umask(0o077)
-    urls = [settings.db_url] + [
-        settings.sim_db_url(p) for p in settings.providers if p.driver == "sim"
-    ]
+    urls = [settings.db_url, *providers.databases(settings)]
     sqlite_files = [p for p in map(sqlite_path, urls) if p]
     uses_dir = (
         any(p.parent == settings.data_dir for p in sqlite_files)

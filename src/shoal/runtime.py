@@ -10,12 +10,23 @@ import os
 import socket
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
+from shoal.auth.base import Authenticator
+from shoal.db.engine import Database
+from shoal.drivers.providers import Companion, Providers
 from shoal.settings import Settings, SettingsError
 
 log = logging.getLogger(__name__)
 PRESENCE_SECONDS = 5.0  # how often a process without a conductor says it is alive
+
+
+class Conductor(Protocol):
+    """A conductor (`shoal.conductor.loop.Conductor`): imported only when built."""
+
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+    def wake(self) -> None: ...
 
 
 @dataclass
@@ -23,11 +34,11 @@ class Runtime:
     """Handles shared by the API app and the conductor of one process."""
 
     settings: Settings
-    db: Any  # shoal.db.engine.Database
-    providers: Any  # shoal.drivers.registry.Providers
-    auth: Any  # shoal.auth.Authenticator: who makes each API request
-    conductor: Any | None = None  # shoal.conductor.loop.Conductor when running
-    agents: list[Any] = field(default_factory=list)  # drivers.sim.agents.EmulatedAgents
+    db: Database
+    providers: Providers
+    auth: Authenticator  # who makes each API request
+    conductor: Conductor | None = None  # when this process runs one
+    agents: list[Companion] = field(default_factory=list)  # what providers run beside
     _presence: threading.Event = field(default_factory=threading.Event)
     _presence_thread: threading.Thread | None = None
 
@@ -99,7 +110,7 @@ def build_runtime(settings: Settings, *, with_conductor: bool | None = None) -> 
     """
     from shoal.db import deployment_state, migrations
     from shoal.db.engine import Database
-    from shoal.drivers import registry
+    from shoal.drivers import providers as drivers
 
     if settings.database_url is None:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -114,6 +125,7 @@ def build_runtime(settings: Settings, *, with_conductor: bool | None = None) -> 
         )
     from shoal import auth, keys
     from shoal.conductor.delegations import StoredDelegations
+    from shoal.conductor.virthosts import StoredVirtHosts
 
     try:
         authenticator = auth.build(settings, db)
@@ -124,14 +136,15 @@ def build_runtime(settings: Settings, *, with_conductor: bool | None = None) -> 
     # removed from Keystone when their cluster goes.
     sealer = functools.cache(lambda: keys.load(settings))  # read once, when first needed
     delegations = StoredDelegations(db, sealer, authenticator.undelegate)
+    virt_hosts = StoredVirtHosts(db, settings.default_provider)
     try:
-        providers = registry.build(settings, delegations)
+        providers = drivers.build(settings, delegations, virt_hosts)
     except BaseException:
         authenticator.close()
         db.close()
         raise
     runtime = Runtime(settings=settings, db=db, providers=providers, auth=authenticator)
-    api_url = settings.public_url or f"http://{settings.host}:{settings.port}"
+    api_url = settings.api_url
     if settings.conductor if with_conductor is None else with_conductor:
         from shoal.conductor.loop import Conductor
 
@@ -144,12 +157,7 @@ def build_runtime(settings: Settings, *, with_conductor: bool | None = None) -> 
             node_token=sealer().node_token,
             delegations=delegations,
         )
-    for p in providers.values():
-        if p.world is not None and getattr(p.settings.options, "agents", False):
-            from shoal.drivers.sim.agents import EmulatedAgents
-
-            state = settings.data_dir / f"sim-agents-{p.name}"
-            runtime.agents.append(EmulatedAgents(p.world, state, api_url))
+    runtime.agents = [c for p in providers.values() for c in p.companions]
     from shoal.db import notify
 
     # Every desired-state commit wakes conductors: NOTIFY on PostgreSQL, and

@@ -3,17 +3,18 @@
     default_provider: east          # optional: the first provider otherwise
     providers:
       - name: east                  # what node groups choose it by
-        driver: sim                 # sim or openstack (see docs/configuration.md)
+        driver: sim                 # a kind of drivers/registry.py (docs/configuration.md)
         settings: {time_scale: 50}  # the driver's own typed settings
         rate_per_s: 20              # optional limits on shoal's calls to it
         concurrency: 16
       - name: west
         driver: sim
 
-Without a file there is one provider, `sim`, whose settings come from the
-`SHOAL_SIM_*` variables (they are also the defaults of every sim provider a
-file names; what the file says wins). Every mistake is one SettingsError that
-names the file and the key.
+Without a file, the providers are those the embedded driver (SHOAL_DRIVER) makes:
+the sim's `sim` and `vms`, whose settings come from the `SHOAL_SIM_*` variables
+(they are also the defaults of every sim provider a file names; what the file
+says wins). A driver is found by name in `drivers/registry.py`; this module
+names none. Every mistake is one SettingsError that names the file and the key.
 """
 
 from __future__ import annotations
@@ -28,17 +29,9 @@ from typing import Any
 
 import yaml
 
-from shoal.settings import (
-    DEFAULT_PROVIDER,
-    DRIVERS,
-    VMS_PROVIDER,
-    ProviderSettings,
-    Settings,
-    SettingsError,
-    check_bounds,
-    check_required,
-    driver_settings,
-)
+from shoal.drivers import registry
+from shoal.drivers.registry import ProviderSettings
+from shoal.options import SettingsError, check_bounds, check_required, read_env
 
 NAME = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
 TOP_KEYS = ("default_provider", "providers")
@@ -52,16 +45,32 @@ PROVIDER_KEYS = (
 )
 
 
-def providers(settings: Settings) -> tuple[list[ProviderSettings], str]:
-    """The providers and the default provider's name, from `settings.config` or, with
-    no file, the embedded default."""
-    if not settings.config:
-        embedded = _embedded(settings)
-        vms = ProviderSettings(
-            name=VMS_PROVIDER, driver="sim", options=dataclasses.replace(settings.sim, hosted=True)
-        )
-        return [embedded, vms], DEFAULT_PROVIDER
-    path = Path(settings.config)
+def driver_defaults(env: Mapping[str, str], overrides: dict[str, Any]) -> dict[str, Any]:
+    """The defaults of each driver kind that has variables of its own (the sim's
+    `SHOAL_SIM_*`), from those variables; a keyword override named for the kind
+    (popped from `overrides`, e.g. `sim={"seed": 7}`) wins."""
+    out: dict[str, Any] = {}
+    for name in registry.names():
+        given = overrides.pop(name, None) or {}
+        try:
+            kind = registry.kind(name)
+        except SettingsError:
+            continue  # not installed here: nothing of it can be configured either
+        if kind.env_prefix is not None:
+            out[name] = read_env(kind.settings, env, kind.env_prefix, given)
+    return out
+
+
+def providers(
+    config: str | None, driver: str, defaults: Mapping[str, Any]
+) -> tuple[list[ProviderSettings], str]:
+    """The providers and the default provider's name, from the file `config` or, with
+    no file, the embedded providers of `driver` (SHOAL_DRIVER); `defaults`: each
+    driver kind's defaults from its variables."""
+    if not config:
+        embedded = _embedded(driver, defaults)
+        return embedded, embedded[0].name
+    path = Path(config)
     data = _read(path)
     where = str(path)
     unknown = sorted(set(data) - set(TOP_KEYS))
@@ -72,7 +81,7 @@ def providers(settings: Settings) -> tuple[list[ProviderSettings], str]:
         raise SettingsError(f"{where}: providers: a non-empty list of providers is required")
     out: list[ProviderSettings] = []
     for i, entry in enumerate(raw):
-        p = _provider(settings, entry, f"{where}: providers[{i}]")
+        p = _provider(defaults, entry, f"{where}: providers[{i}]")
         if any(q.name == p.name for q in out):
             raise SettingsError(f"{where}: providers[{i}].name: {p.name!r} is named twice")
         out.append(p)
@@ -83,16 +92,16 @@ def providers(settings: Settings) -> tuple[list[ProviderSettings], str]:
     return out, str(default)
 
 
-def _embedded(settings: Settings) -> ProviderSettings:
-    """The provider of a deployment without a file: the sim (beside it, `vms`: VMs on
-    the virt hosts of each cluster, in the same world)."""
-    _check_driver(settings.driver, "SHOAL_DRIVER")
-    if settings.driver != "sim":
+def _embedded(driver: str, defaults: Mapping[str, Any]) -> list[ProviderSettings]:
+    """The providers of a deployment without a file: those the driver SHOAL_DRIVER
+    names makes of its defaults (the sim's: `sim`, and beside it `vms`)."""
+    kind = registry.kind(driver, "SHOAL_DRIVER")
+    if kind.embedded is None:
         raise SettingsError(
-            f"SHOAL_DRIVER={settings.driver!r}: the {settings.driver} driver needs its settings; "
+            f"SHOAL_DRIVER={driver!r}: the {driver} driver needs its settings; "
             "name the provider in a config file (SHOAL_CONFIG, see docs/configuration.md)"
         )
-    return ProviderSettings(name=DEFAULT_PROVIDER, driver="sim", options=settings.sim)
+    return kind.embedded(defaults.get(driver) or kind.settings())
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -112,20 +121,7 @@ def _read(path: Path) -> dict[str, Any]:
     return data
 
 
-def _check_driver(driver: Any, where: str) -> None:
-    if driver not in DRIVERS:
-        raise SettingsError(
-            f"{where}={driver!r} is not a known driver (drivers: {', '.join(DRIVERS)})"
-        )
-    available = driver_settings()
-    if driver not in available:
-        raise SettingsError(
-            f"{where}={driver!r}: that driver is not available in this version of shoal "
-            f"(available: {', '.join(available)})"
-        )
-
-
-def _provider(settings: Settings, entry: Any, where: str) -> ProviderSettings:
+def _provider(defaults: Mapping[str, Any], entry: Any, where: str) -> ProviderSettings:
     if not isinstance(entry, dict):
         raise SettingsError(f"{where}: a provider is a mapping with name, driver and settings")
     unknown = sorted(set(entry) - set(PROVIDER_KEYS))
@@ -140,9 +136,14 @@ def _provider(settings: Settings, entry: Any, where: str) -> ProviderSettings:
             "'-', starting with a letter, at most 63)"
         )
     driver = entry.get("driver")
-    _check_driver(driver, f"{where}.driver")
-    # The sim's defaults are the SHOAL_SIM_* variables; other drivers start from theirs.
-    base = settings.sim if driver == "sim" else driver_settings()[str(driver)]()
+    if not isinstance(driver, str):
+        raise SettingsError(
+            f"{where}.driver={driver!r} is not a known driver "
+            f"(drivers: {', '.join(registry.names())})"
+        )
+    kind = registry.kind(driver, f"{where}.driver")
+    # A kind with variables of its own (SHOAL_SIM_*) starts from them; others from their class.
+    base = defaults.get(driver) or kind.settings()
     options = _typed(base, entry.get("settings") or {}, f"{where}.settings")
     check_required(options, lambda name: f"{where}.settings.{name}")
     limits = {k: entry[k] for k in PROVIDER_KEYS[3:] if entry.get(k) is not None}

@@ -1,92 +1,42 @@
 """The driver contract suite's fixtures: one harness per driver under test.
 
-To run the suite against a new driver, write a factory that returns a
-`DriverHarness` (the driver, a way to let time pass, and names of a flavor,
-image and zone it knows) and add it to FACTORIES. Factories may skip (for
-example when libvirt is not installed) and may use session fixtures through
-`request` (the openstack factory takes the real test cloud).
+Every registered driver kind (shoal/drivers/registry.py) runs the suite with the
+harnesses its package ships (`DriverKind.contract`: its `testing.HARNESSES`), so
+a new driver brings its own. Two more need this test session's resources: the sim
+on a throwaway PostgreSQL database, and the openstack driver on the real test cloud
+(tests/contract/openstack_harness.py). A harness that cannot run here raises
+`Unavailable`: the test skips, or fails under CI where ./run test installs what it
+needs; a provocation a driver cannot make raises `Unsupported`: that check skips.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from shoal.drivers import contract
-from shoal.drivers.contract import MachineSpec
-from shoal.drivers.sim.clock import ManualClock
-from shoal.drivers.sim.driver import SimDriver
-from shoal.drivers.sim.world import SimWorld
-from shoal.settings import SimSettings
-from tests.contract.harness import DriverHarness, Provocation, Provoke
-from tests.contract.libvirt_factory import libvirt_factory
+from shoal.drivers import contract, registry
+from shoal.drivers.harness import ContractHarness, DriverHarness, Unavailable
+from shoal.drivers.sim.testing import sim_harness
 from tests.support.databases import throwaway_pg
+from tests.support.libvirt_host import skip_or_fail
 from tests.support.openstack_cloud import OPENSTACK_MARKS, openstack_cloud
 
 __all__ = ["openstack_cloud"]  # the session's OpenStack test cloud, for the openstack factory
-
-
-def sim_provoke(world: SimWorld) -> Provoke:
-    """Each error class from a fault rule that fires once, for the spec's group only."""
-    rules = {
-        Provocation.QUOTA: {"kind": "quota_exceeded"},
-        Provocation.NO_VALID_HOST: {"kind": "no_valid_host"},
-        Provocation.NO_VALID_HOST_ASYNC: {"kind": "no_valid_host_async"},
-        Provocation.TRANSIENT: {"kind": "transient", "status": 429, "retry_after": 2},
-    }
-
-    def provoke(kind: Provocation, spec: MachineSpec) -> MachineSpec:
-        group = f"provoked-{uuid.uuid4().hex[:8]}"
-        world.add_fault({**rules[kind], "nodegroup": group, "count": 1})
-        return dataclasses.replace(spec, nodegroup_id=group)
-
-    return provoke
-
-
-def sim_factory(tmp_path: Path, *, per_group: bool = False) -> DriverHarness:
-    """The sim with a manual clock: booting takes simulated time but no real time."""
-    clock = ManualClock()
-    settings = SimSettings(boot_seconds=20, delete_seconds=5, api_latency_ms=50, jitter=0.2)
-    world = SimWorld.open(f"sqlite:///{tmp_path / 'sim.db'}", settings, clock=clock)
-    return DriverHarness(
-        driver=SimDriver(world, per_group=per_group),
-        flavor="m1.small",
-        image="fedora-coreos-40",
-        other_image="ubuntu-24.04",
-        zone="az-1",
-        advance=clock.advance,
-        close=world.close,
-        provoke=sim_provoke(world),
-    )
 
 
 def sim_postgresql_factory(tmp_path: Path) -> DriverHarness:
     """The sim on a throwaway PostgreSQL database (skips when the server is unreachable)."""
     stack = contextlib.ExitStack()
     url = stack.enter_context(throwaway_pg())
-    clock = ManualClock()
-    world = SimWorld.open(url, SimSettings(boot_seconds=20, delete_seconds=5), clock=clock)
-
-    def close() -> None:
-        world.close()
+    try:
+        return sim_harness(url, zone="az-2", close=stack.close)
+    except BaseException:
         stack.close()
-
-    return DriverHarness(
-        driver=SimDriver(world),
-        flavor="m1.small",
-        image="fedora-coreos-40",
-        other_image="ubuntu-24.04",
-        zone="az-2",
-        advance=clock.advance,
-        close=close,
-        provoke=sim_provoke(world),
-    )
+        raise
 
 
 def real_time(seconds: float) -> None:
@@ -101,23 +51,39 @@ def openstack_factory(tmp_path: Path, request: pytest.FixtureRequest) -> DriverH
     return factory(tmp_path, request.getfixturevalue("openstack_cloud"))
 
 
-FACTORIES: dict[str, Callable[[Path, pytest.FixtureRequest], DriverHarness]] = {
-    "sim": lambda tmp_path, _: sim_factory(tmp_path),
-    "sim-per-group": lambda tmp_path, _: sim_factory(tmp_path, per_group=True),
+Factory = Callable[[Path, pytest.FixtureRequest], DriverHarness]
+
+
+def registered() -> dict[str, ContractHarness]:
+    """The harnesses every registered driver kind ships."""
+    out: dict[str, ContractHarness] = {}
+    for name in registry.names():
+        path = registry.kind(name).contract
+        if path is not None:
+            out.update(registry.load(path))
+    return out
+
+
+SHIPPED = registered()
+FACTORIES: dict[str, Factory] = {
+    **{n: (lambda tmp_path, _, h=h: h.make(tmp_path)) for n, h in SHIPPED.items()},
     "sim-postgresql": lambda tmp_path, _: sim_postgresql_factory(tmp_path),
-    "libvirt": lambda tmp_path, _: libvirt_factory(tmp_path),  # libvirt's test driver
     "openstack": openstack_factory,
 }
 MARKS = {
+    **{n: [getattr(pytest.mark, m) for m in h.marks] for n, h in SHIPPED.items()},
     "sim-postgresql": [pytest.mark.postgres],
-    "libvirt": [pytest.mark.libvirt],
     "openstack": OPENSTACK_MARKS,
 }
 
 
 @pytest.fixture(params=[pytest.param(n, marks=MARKS.get(n, [])) for n in sorted(FACTORIES)])
 def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[DriverHarness]:
-    h = FACTORIES[request.param](tmp_path, request)
+    try:
+        h = FACTORIES[request.param](tmp_path, request)
+    except Unavailable as exc:
+        skip_or_fail(str(exc))
+        raise  # unreachable: skip and fail raise
     try:
         yield h
     finally:

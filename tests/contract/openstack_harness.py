@@ -18,10 +18,8 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import pytest
-
 from shoal.drivers.contract import DriverError, MachineSpec
-from tests.contract.harness import DriverHarness, Provocation
+from shoal.drivers.harness import DriverHarness, Provocation, Unsupported
 
 if TYPE_CHECKING:
     from tests.harness.openstack.cloud import OpenStackCloud
@@ -47,7 +45,7 @@ def project(cloud: OpenStackCloud) -> ShoalProject:
 
 
 def openstack_factory(tmp_path: Path, cloud: OpenStackCloud) -> DriverHarness:
-    from shoal.drivers.openstack import open_provider
+    from shoal.drivers.openstack.opener import connect
     from tests.contract.conftest import real_time
     from tests.harness.openstack.ratelimit import RateLimitProxy
     from tests.support.openstack_project import route_compute
@@ -58,7 +56,7 @@ def openstack_factory(tmp_path: Path, cloud: OpenStackCloud) -> DriverHarness:
     proxy = RateLimitProxy(cloud.endpoints["compute"]).__enter__()
     assert settings.clouds_yaml is not None
     route_compute(Path(settings.clouds_yaml), p.entry, proxy.url)
-    driver, close = open_provider(settings, pool_size=10)
+    driver, close = connect(settings, pool_size=10)
     driver.check()  # as a conductor does when it starts: the catalog validate reads
 
     def provoke(kind: Provocation, spec: MachineSpec) -> MachineSpec:
@@ -67,7 +65,7 @@ def openstack_factory(tmp_path: Path, cloud: OpenStackCloud) -> DriverHarness:
         if kind is Provocation.NO_VALID_HOST_ASYNC:
             return dataclasses.replace(spec, flavor_id=cloud.flavor_huge.name)
         if kind is Provocation.NO_VALID_HOST:
-            pytest.skip(
+            raise Unsupported(
                 "Nova accepts every create (202) and reports no valid host only as the "
                 "server's fault: test_asynchronous_no_valid_host_is_a_classified_fault"
             )

@@ -1,4 +1,4 @@
-"""The driver contract (docs/drivers.md), checked against every driver in FACTORIES."""
+"""The driver contract (docs/drivers.md), checked against every driver harness (conftest.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from shoal.drivers import contract
 from shoal.drivers.contract import Feature, MachineState, PermanentError
-from tests.contract.harness import DriverHarness
+from shoal.drivers.harness import DriverHarness
 
 
 def test_is_a_driver(driver: contract.Driver) -> None:

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from shoal.domain import bootstrap
-from shoal.drivers import contract, registry
+from shoal.drivers import contract, providers
 from shoal.drivers.contract import (
     BlockedError,
     BlockedKind,
@@ -31,15 +31,11 @@ from shoal.drivers.contract import (
     TransientError,
 )
 from shoal.drivers.libvirt.driver import LibvirtDriver
+from shoal.drivers.libvirt.hosted import HostedLibvirtDriver
+from shoal.drivers.libvirt.settings import LibvirtFlavor, LibvirtHostSettings
 from shoal.drivers.libvirt.template import DEFAULT
-from shoal.settings import (
-    LibvirtFlavor,
-    LibvirtHostSettings,
-    ProviderSettings,
-    Settings,
-    SettingsError,
-)
-from tests.contract.libvirt_factory import POOL, URI, ensure_base, foreign_domain, settings
+from shoal.drivers.libvirt.testing import POOL, URI, ensure_base, foreign_domain, settings
+from shoal.settings import ProviderSettings, Settings, SettingsError
 from tests.support.libvirt_host import require_libvirt_python
 
 pytestmark = pytest.mark.libvirt
@@ -282,7 +278,7 @@ def test_a_template_with_new_variables_and_a_broken_one(tmp_path: Path, make: An
     broken.write_text(DEFAULT.replace("<vcpu>{vcpus}</vcpu>", "<vcpu>{cpus}</vcpu>"))
     ps = ProviderSettings("lv", "libvirt", settings(domain_template=str(broken)))
     with pytest.raises(SettingsError) as err:
-        registry.build(Settings(data_dir=tmp_path, providers=(ps,), default_provider="lv"))
+        providers.build(Settings(data_dir=tmp_path, providers=(ps,), default_provider="lv"))
     assert "provider 'lv': domain_template" in str(err.value)
     assert "line 6: <vcpu> must be a positive whole number, not '': <vcpu></vcpu>" in str(err.value)
 
@@ -299,15 +295,28 @@ def test_deployments_sharing_a_host_see_only_their_own_but_count_all(make: Any) 
         b.ensure_machine(spec(flavor_id="m1.small", availability_zone="h1"))
 
 
+class ReadyHosts:
+    """`contract.VirtHosts` as the database would give them: the ready hosts by cluster."""
+
+    def __init__(self) -> None:
+        self.by_cluster: dict[str, list[contract.VirtHost]] = {}
+
+    def ready(self, cluster_id: str | None = None) -> list[contract.VirtHost]:
+        if cluster_id is not None:
+            return list(self.by_cluster.get(cluster_id, []))
+        return [h for hosts in self.by_cluster.values() for h in hosts]
+
+
 def test_hosted_vms_go_on_the_clusters_virt_hosts_sized_by_their_slot(tmp_path: Path) -> None:
-    """uri_template: the hosts are a cluster's virt hosts, told by the conductor; a VM's
-    size and template variables are its slot's; a host's size is read from the host."""
+    """uri_template: the hosts are a cluster's virt hosts, read when needed (no process
+    is told them); a VM's size and template variables are its slot's; a host's size is
+    read from the host."""
     require_libvirt_python()
     node = tmp_path / "node.xml"
     node.write_text(NODE_XML)  # 8 cores, 16 GiB: what getInfo reports
-    driver = LibvirtDriver(
-        settings(hosts=(), uri_template=f"test://{node}", cpu_allocation_ratio=1)
-    )
+    hosted = settings(hosts=(), uri_template=f"test://{node}", cpu_allocation_ratio=1)
+    ready = ReadyHosts()
+    driver = HostedLibvirtDriver(hosted, ready)
     try:
         caps = driver.capabilities()
         assert caps.has(contract.Feature.HOSTED) and not caps.has(contract.Feature.REBUILD)
@@ -318,8 +327,10 @@ def test_hosted_vms_go_on_the_clusters_virt_hosts_sized_by_their_slot(tmp_path: 
         s = spec(cluster_id="c1", availability_zone="h2", vm=shape)
         with pytest.raises(BlockedError, match="virt host h2 is not ready"):
             driver.ensure_machine(s)
-        hosts = [contract.VirtHost("h1", "m-1", "sim"), contract.VirtHost("h2", "m-2", "sim")]
-        driver.set_hosts("c1", hosts)
+        ready.by_cluster["c1"] = [
+            contract.VirtHost("h1", "m-1", "sim"),
+            contract.VirtHost("h2", "m-2", "sim"),
+        ]
         made = driver.ensure_machine(s)
         assert made.availability_zone == "h2" and made.machine_id == s.machine_id
         d = domain_xml(driver, s.machine_id)
@@ -327,16 +338,50 @@ def test_hosted_vms_go_on_the_clusters_virt_hosts_sized_by_their_slot(tmp_path: 
         assert d.findtext("description") == "example"
         listed = driver.list_machines({contract.TAG_CLUSTER: "c1"})
         assert [m.machine_id for m in listed] == [s.machine_id]
+        assert [m.machine_id for m in driver.list_machines({})] == [s.machine_id]  # sweeper's
+        assert driver.list_machines({contract.TAG_CLUSTER: "c2"}) == []  # c2 has no host
         big = contract.VmShape("g:1", vcpus=12, ram_mib=1024)
         with pytest.raises(BlockedError, match="full") as caught:
             driver.ensure_machine(spec(cluster_id="c1", availability_zone="h1", vm=big))
         assert caught.value.az == "h1" and "of 8" in caught.value.reason
         with pytest.raises(PermanentError, match="VM slot"):
             driver.ensure_machine(spec(cluster_id="c1", availability_zone="h1"))
+        # The host as a value in the spec: a host the listing does not know yet.
+        on_h3 = contract.VmShape("g:2", vcpus=1, ram_mib=512,
+                                 host=contract.VirtHost("h3", "m-3", "sim"))  # fmt: skip
+        third = spec(cluster_id="c1", availability_zone="h3", vm=on_h3)
+        assert driver.ensure_machine(third).availability_zone == "h3"
+        assert [m.machine_id for m in driver.list_machines({})] == [s.machine_id]  # h3: not ready
     finally:
+        ready.by_cluster["c1"].append(contract.VirtHost("h3", "m-3", "sim"))
         for m in driver.list_machines({}):
             driver.delete_machine(m.machine_id)
         driver.close()
+
+
+def test_any_process_sees_every_vm_of_the_virt_hosts(conn: Any) -> None:
+    """No process is told which cluster has which hosts: a driver that made nothing
+    (another process's, its sweeper's) lists, finds and deletes the VMs of every
+    cluster's ready hosts, as the database gives them."""
+    ready = ReadyHosts()
+    ready.by_cluster["c1"] = [contract.VirtHost("v1", "m-1", "sim")]
+    hosted = settings(hosts=(), uri_template=URI, scope="hosted-test")
+    maker, sweeper = HostedLibvirtDriver(hosted, ready), HostedLibvirtDriver(hosted, ready)
+    shape = contract.VmShape("g:0", vcpus=1, ram_mib=128)
+    s = spec(cluster_id="c1", availability_zone="v1", vm=shape, image_id="tiny-2")
+    builtin = conn.lookupByName("test")  # the test driver's own domain fills its 3 GiB
+    builtin.destroy()
+    try:
+        maker.ensure_machine(s)
+        assert [m.machine_id for m in sweeper.list_machines({})] == [s.machine_id]
+        sweeper.delete_machine(s.machine_id)
+        assert maker.list_machines({contract.TAG_CLUSTER: "c1"}) == []
+    finally:
+        for m in maker.list_machines({}):
+            maker.delete_machine(m.machine_id)
+        maker.close()
+        sweeper.close()
+        builtin.create()
 
 
 def test_the_agent_token_is_never_in_the_domain_xml(make: Any) -> None:
@@ -369,13 +414,15 @@ def test_a_template_that_reaches_the_host_is_refused_at_start_and_at_define(
     shared.write_text(DEFAULT.replace("<devices>", "<devices>" + fs))
     ps = ProviderSettings("lv", "libvirt", settings(domain_template=str(shared)))
     with pytest.raises(SettingsError, match="<filesystem> is not allowed"):
-        registry.build(Settings(data_dir=tmp_path, providers=(ps,), default_provider="lv"))
+        providers.build(Settings(data_dir=tmp_path, providers=(ps,), default_provider="lv"))
 
     node = tmp_path / "node.xml"
     node.write_text(NODE_XML)
-    driver = LibvirtDriver(settings(hosts=(), uri_template=f"test://{node}"))
+    ready = ReadyHosts()
+    ready.by_cluster["c1"] = [contract.VirtHost("h1", "m-1", "sim")]
+    driver = HostedLibvirtDriver(settings(hosts=(), uri_template=f"test://{node}"), ready)
     try:
-        driver.set_hosts("c1", [contract.VirtHost("h1", "m-1", "sim")])
+        driver.list_machines({})  # reaches the cluster's hosts
         ensure_base(driver.hosts.connection("h1"))  # the overlay is made before the check
         evil = DEFAULT.replace("<devices>", "<devices>\n<hostdev mode='subsystem' type='pci'/>")
         shape = contract.VmShape("g:0", vcpus=1, ram_mib=512, template=evil)

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 import yaml
 
+from shoal.drivers.sim.settings import SimSettings
 from shoal.drivers.sim.world import SimWorld
-from shoal.settings import SimSettings
 from tests.support.process import Server, shoal_env
 from tests.support.server import free_port
 

@@ -13,19 +13,21 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from shoal.conductor.loop import Conductor
+from shoal.conductor.virthosts import StoredVirtHosts
 from shoal.db import migrations
 from shoal.db.engine import Database
 from shoal.db.repo.paging import Page
 from shoal.db.types import utcnow
 from shoal.domain import model as m
 from shoal.domain.errors import NotFound
-from shoal.drivers.registry import Provider, Providers
+from shoal.drivers.providers import Provider, Providers
 from shoal.drivers.sim.driver import SimDriver
 from shoal.drivers.sim.hosted import HostedSimDriver
+from shoal.drivers.sim.settings import SimSettings
 from shoal.drivers.sim.world import SimWorld
-from shoal.services import clusters, misc, nodegroups, resize
+from shoal.services import clusters, nodegroups, nodes, resize
 from shoal.services.context import Caller
-from shoal.settings import ConductorSettings, ProviderSettings, SimSettings
+from shoal.settings import ConductorSettings, ProviderSettings
 from tests.support.waiting import scaled
 
 FAST_SIM = SimSettings(boot_seconds=0.3, delete_seconds=0.1, api_latency_ms=0, jitter=0.2)
@@ -75,13 +77,13 @@ class Env:
 
     def nodes(self, cid: str, group: str | None = None) -> list[m.Node]:
         """Nodes in creation order."""
-        return [n for n, _, _ in misc.list_nodes(self.db, self.caller, cid, ALL, group)]
+        return [n for n, _, _ in nodes.list_nodes(self.db, self.caller, cid, ALL, group)]
 
     def servers(self, cid: str) -> list[str]:
         return sorted(s.machine_id for s in self.world.servers(cluster=cid))
 
     def events(self, cid: str) -> list[m.Event]:
-        return misc.list_events(self.db, self.caller, cid, 0, 10_000)
+        return nodes.list_events(self.db, self.caller, cid, 0, 10_000)
 
     def complete(self, cid: str) -> Callable[[], bool]:
         def done() -> bool:
@@ -131,7 +133,8 @@ def make_env(
     ]
     if vms:
         hosted = ProviderSettings(name="vms", options=SimSettings(hosted=True))
-        made.append(Provider(hosted, HostedSimDriver(next(iter(opened.values())))))
+        hosts = StoredVirtHosts(db, next(iter(opened)))
+        made.append(Provider(hosted, HostedSimDriver(next(iter(opened.values())), hosts)))
     providers = Providers(made, next(iter(opened)))
     conductor = Conductor(db, providers, settings, now=now)
     try:

@@ -27,9 +27,9 @@ from shoal.db import migrations
 from shoal.db.engine import Database
 from shoal.db.repo import certificates as ca_repo
 from shoal.db.tables import ClusterCARow
+from shoal.db.transfer import copy_database
 from shoal.db.types import utcnow
 from shoal.domain import pki, sealing
-from shoal.services.transfer import copy_database
 from tests.integration.api_support import Api, api_server, db_of, row_counts
 from tests.integration.conductor_http_support import conductor_server, wait
 from tests.support.openstack_cli import run_coe

@@ -25,7 +25,7 @@ from shoal.db.types import utcnow
 from shoal.domain import conditions as cond
 from shoal.domain import model as m
 from shoal.drivers.contract import MachineSpec
-from shoal.drivers.registry import Providers
+from shoal.drivers.providers import Providers
 from shoal.drivers.sim.driver import SimDriver
 from shoal.services import orphans
 from shoal.services.context import Caller

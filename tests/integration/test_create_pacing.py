@@ -16,10 +16,11 @@ from shoal.conductor.loop import Conductor
 from shoal.db import migrations
 from shoal.db.engine import Database
 from shoal.drivers.contract import TAG_NODEGROUP, MachineSpec
-from shoal.drivers.registry import Providers
+from shoal.drivers.providers import Providers
 from shoal.drivers.sim.driver import SimDriver
+from shoal.drivers.sim.settings import SimSettings
 from shoal.drivers.sim.world import SimWorld
-from shoal.settings import ConductorSettings, SimSettings
+from shoal.settings import ConductorSettings
 
 ZONES = ["az-1"]
 

@@ -26,8 +26,8 @@ from shoal.db.types import utcnow
 from shoal.drivers.contract import MachineSpec
 from shoal.drivers.sim import tables as sim_tables
 from shoal.drivers.sim.driver import SimDriver
+from shoal.drivers.sim.settings import SimSettings
 from shoal.drivers.sim.world import SimWorld
-from shoal.settings import SimSettings
 
 pytestmark = pytest.mark.postgres
 

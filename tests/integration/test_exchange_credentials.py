@@ -12,13 +12,12 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from shoal.db import credentials, migrations
+from shoal.db import credentials, exchange, migrations
 from shoal.db.engine import Database
 from shoal.db.tables import ClusterCARow, ClusterCredentialRow, ClusterRow
 from shoal.db.types import utcnow
 from shoal.domain.errors import Conflict
 from shoal.domain.sealing import Sealer, new_secret
-from shoal.services import exchange
 
 
 def deployment(path: Path) -> Database:

@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import func, select
 
-from shoal.db import leases, migrations, outcomes, queue, snapshots
+from shoal.db import leases, migrations, outcomes, queue, snapshots, writes
 from shoal.db.engine import Database
 from shoal.db.tables import EventRow
 from shoal.db.types import utcnow
@@ -41,14 +41,14 @@ def test_a_write_under_a_lost_lease_is_dropped(db: Database) -> None:
         assert leases.claim(s, key, "b", later, ttl=15)
 
     g = snapshots.load_groups(db, [group])[group]
-    w = outcomes.GroupWrite(events=[outcomes.EventIn("Probe", "stale", "Normal", group)])
+    w = writes.GroupWrite(events=[writes.EventIn("Probe", "stale", "Normal", group)])
     with pytest.raises(leases.LeaseLost):
         outcomes.apply_groups(db, [(g, w)], later, holder="a")
     with db.read() as s:
         assert s.scalar(select(func.count()).select_from(EventRow).where(
             EventRow.reason == "Probe")) == 0  # fmt: skip
 
-    w = outcomes.GroupWrite(events=[outcomes.EventIn("Probe", "current", "Normal", group)])
+    w = writes.GroupWrite(events=[writes.EventIn("Probe", "current", "Normal", group)])
     outcomes.apply_groups(db, [(g, w)], later, holder="b")
     with db.read() as s:
         assert s.scalars(select(EventRow.message).where(EventRow.reason == "Probe")).all() == [

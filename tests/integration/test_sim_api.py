@@ -15,12 +15,13 @@ from shoal import auth
 from shoal.db import migrations
 from shoal.db.engine import Database
 from shoal.drivers.contract import MachineSpec
-from shoal.drivers.registry import Provider, Providers
+from shoal.drivers.providers import Provider, Providers
 from shoal.drivers.sim.clock import ManualClock
 from shoal.drivers.sim.driver import SimDriver
+from shoal.drivers.sim.settings import SimSettings
 from shoal.drivers.sim.world import SimWorld
 from shoal.runtime import Runtime
-from shoal.settings import ProviderSettings, Settings, SimSettings
+from shoal.settings import ProviderSettings, Settings
 from tests.support.server import LiveServer, free_port
 
 

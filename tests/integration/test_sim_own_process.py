@@ -25,7 +25,7 @@ from shoal.db import migrations
 from shoal.db.engine import Database
 from shoal.domain import conditions as cond
 from shoal.drivers.contract import BlockedError, BlockedKind, PermanentError, TransientError
-from shoal.drivers.registry import Providers
+from shoal.drivers.providers import Providers
 from shoal.drivers.sim.driver import SimDriver
 from shoal.drivers.sim.process import SimProcess
 from shoal.runtime import build_runtime
@@ -88,7 +88,9 @@ def test_a_quota_block_from_the_other_process_is_reported_and_resumes(
 
 
 def test_close_stops_the_child(tmp_path: Path) -> None:
-    settings = Settings(data_dir=tmp_path, sim=replace(FAST_SIM, own_process=True))
+    settings = Settings(
+        data_dir=tmp_path, driver_defaults={"sim": replace(FAST_SIM, own_process=True)}
+    )
     runtime = build_runtime(settings, with_conductor=False)
     child = runtime.providers["sim"].process.pid
     assert runtime.sim.servers() == []  # the admin API's world is the proxy
@@ -104,7 +106,7 @@ def test_the_child_exits_when_its_parent_is_killed(tmp_path: Path) -> None:
         f"""
         import sys, time
         from shoal.drivers.sim.process import SimProcess
-        from shoal.settings import SimSettings
+        from shoal.drivers.sim.settings import SimSettings
         if __name__ == "__main__":
             proc = SimProcess("sqlite:///{tmp_path / "sim.db"}", SimSettings())
             print(proc.pid, flush=True)

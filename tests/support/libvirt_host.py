@@ -31,7 +31,8 @@ def _could_install() -> bool:
     )
 
 
-def _skip_or_fail(reason: str) -> None:
+def skip_or_fail(reason: str) -> None:
+    """Skip; fail instead under CI on a machine where ./run test installs libvirt."""
     if os.environ.get("CI", "").lower() == "true" and _could_install():
         pytest.fail(f"CI needs libvirt (./run test installs it): {reason}")
     pytest.skip(reason)
@@ -41,7 +42,7 @@ def require_libvirt_host() -> None:
     """Skip (or fail under CI) unless this machine can run a LibvirtHost."""
     missing = missing_prerequisites()
     if missing:
-        _skip_or_fail("no real libvirtd + QEMU here: " + "; ".join(missing))
+        skip_or_fail("no real libvirtd + QEMU here: " + "; ".join(missing))
 
 
 def require_libvirt_python() -> ModuleType:
@@ -49,7 +50,7 @@ def require_libvirt_python() -> ModuleType:
     try:
         import libvirt
     except ImportError as exc:
-        _skip_or_fail(
+        skip_or_fail(
             f"libvirt-python is not importable ({exc}): ./run test installs the libvirt extra"
             " once libvirt-dev and pkg-config are installed"
         )

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from shoal.settings import OpenStackSettings
+from shoal.drivers.openstack.settings import OpenStackSettings
 
 if TYPE_CHECKING:
     from openstack.connection import Connection

@@ -10,7 +10,7 @@ import pytest
 from shoal.drivers.contract import BlockedKind, PermanentError, TransientError
 from shoal.drivers.libvirt import errors, facts, placement, template
 from shoal.drivers.libvirt.facts import Facts, Meta
-from shoal.settings import LibvirtFlavor, LibvirtHostSettings
+from shoal.drivers.libvirt.settings import LibvirtFlavor, LibvirtHostSettings
 
 H1 = LibvirtHostSettings("h1", "test:///default", cores=8, ram_mb=8192, disk_gb=100)
 H2 = LibvirtHostSettings("h2", "test:///default", cores=8, ram_mb=8192)

@@ -6,13 +6,16 @@ from pathlib import Path
 
 import pytest
 
+from shoal.drivers.sim import worlds
 from shoal.settings import Settings, SettingsError
 
 
 def test_defaults_are_the_embedded_setup(tmp_path: Path) -> None:
     s = Settings.from_env(env={"SHOAL_DATA_DIR": str(tmp_path)})
     assert s.db_url == f"sqlite:///{tmp_path / 'shoal.db'}"
-    assert s.first_sim_db_url() == f"sqlite:///{tmp_path / 'sim.db'}"  # the cloud has its own file
+    assert (
+        worlds.first_db_url(s) == f"sqlite:///{tmp_path / 'sim.db'}"
+    )  # the cloud has its own file
     assert (s.host, s.port, s.driver, s.conductor, s.quota_clusters) == (
         "127.0.0.1",
         9511,
@@ -33,14 +36,14 @@ def test_env_overrides_nested_trees() -> None:
         }
     )
     assert s.port == 9999 and s.conductor is False
-    assert s.sim.time_scale == 100.0 and s.conductor_settings.workers == 4
+    assert s.driver_defaults["sim"].time_scale == 100.0 and s.conductor_settings.workers == 4
     assert s.db_url == "postgresql://postgres@127.0.0.1/x"
-    assert s.first_sim_db_url() == s.db_url  # on PostgreSQL the sim shares shoal's database
+    assert worlds.first_db_url(s) == s.db_url  # on PostgreSQL the sim shares shoal's database
 
 
 def test_keyword_overrides_win_over_env() -> None:
     s = Settings.from_env(env={"SHOAL_PORT": "9999"}, port=1234, sim={"seed": 7})
-    assert s.port == 1234 and s.sim.seed == 7
+    assert s.port == 1234 and s.driver_defaults["sim"].seed == 7
 
 
 @pytest.mark.parametrize(

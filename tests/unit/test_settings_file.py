@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from shoal.settings import OpenStackSettings, Settings, SettingsError, SimSettings
+from shoal.drivers.openstack.settings import OpenStackSettings
+from shoal.drivers.sim import worlds
+from shoal.drivers.sim.settings import SimSettings
+from shoal.settings import Settings, SettingsError
 
 
 def _settings(tmp_path: Path, text: str, **env: str) -> Settings:
@@ -48,16 +51,16 @@ providers:
     assert (east.options.time_scale, east.options.seed) == (50.0, 3)
     assert west.options.time_scale == 10.0  # SHOAL_SIM_* are the defaults of every sim
     assert (east.rate_per_s, east.concurrency, west.concurrency) == (20.0, 8, None)
-    assert s.sim_db_url(east) == f"sqlite:///{tmp_path / 'sim.db'}"
-    assert s.sim_db_url(west) == f"sqlite:///{tmp_path / 'sim-west.db'}"
+    assert worlds.db_url(s, east) == f"sqlite:///{tmp_path / 'sim.db'}"
+    assert worlds.db_url(s, west) == f"sqlite:///{tmp_path / 'sim-west.db'}"
 
 
 def test_a_second_sim_world_on_postgresql_needs_its_own_url(tmp_path: Path) -> None:
     text = "providers:\n  - {name: a, driver: sim}\n  - {name: b, driver: sim}\n"
     s = _settings(tmp_path, text, SHOAL_DATABASE_URL="postgresql://postgres@127.0.0.1/x")
-    assert s.sim_db_url(s.providers[0]) == s.db_url
+    assert worlds.db_url(s, s.providers[0]) == s.db_url
     with pytest.raises(SettingsError, match="'b' needs its own settings.database_url"):
-        s.sim_db_url(s.providers[1])
+        worlds.db_url(s, s.providers[1])
 
 
 P0 = r"providers\[0\]"
@@ -113,7 +116,7 @@ HOST = "      hosts:\n        - {name: h1, uri: 'qemu:///system', cores: 8, ram_
 
 
 def test_a_libvirt_provider_with_hosts_flavors_and_images(tmp_path: Path) -> None:
-    from shoal.settings import LibvirtSettings
+    from shoal.drivers.libvirt.settings import LibvirtSettings
 
     s = _settings(
         tmp_path,

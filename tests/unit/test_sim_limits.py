@@ -9,8 +9,8 @@ import pytest
 from shoal.domain.errors import Invalid
 from shoal.drivers.contract import BlockedError, BlockedKind, MachineSpec, TransientError
 from shoal.drivers.sim.clock import ManualClock
+from shoal.drivers.sim.settings import SimSettings
 from shoal.drivers.sim.world import SimWorld
-from shoal.settings import SimSettings
 
 
 def spec(n: int, **over: object) -> MachineSpec:

@@ -9,8 +9,8 @@ import pytest
 from shoal.drivers.contract import MachineSpec, MachineState
 from shoal.drivers.sim.clock import ManualClock
 from shoal.drivers.sim.driver import SimDriver
+from shoal.drivers.sim.settings import SimSettings
 from shoal.drivers.sim.world import SimWorld
-from shoal.settings import SimSettings
 
 
 def spec(n: int, **over: object) -> MachineSpec:

@@ -13,8 +13,8 @@ from shoal.drivers.contract import MachineSpec, MachineState
 from shoal.drivers.sim import tables
 from shoal.drivers.sim.clock import ManualClock, SystemClock
 from shoal.drivers.sim.driver import SimDriver
+from shoal.drivers.sim.settings import SimSettings
 from shoal.drivers.sim.world import SimWorld
-from shoal.settings import SimSettings
 
 FAST = SimSettings(api_latency_ms=0, boot_seconds=0, delete_seconds=0)
 
@@ -142,7 +142,7 @@ _CHILD = """
 import sys
 from shoal.drivers.contract import BlockedError, MachineSpec
 from shoal.drivers.sim.world import SimWorld
-from shoal.settings import SimSettings
+from shoal.drivers.sim.settings import SimSettings
 w = SimWorld.open(sys.argv[1], SimSettings(api_latency_ms=0, boot_seconds=0, delete_seconds=0))
 for n in range(100):
     try:

@@ -14,11 +14,10 @@ from typing import Any
 from fastapi import Depends, FastAPI, Request, Response
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import DBAPIError
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from shoal.api import bodylimit, browsers, deps, errors, microversion, openapi
+from shoal.api import bodylimit, browsers, deps, errors, microversion, openapi, ports
 from shoal.api.routes import (
     agent,
     caller,
@@ -35,11 +34,11 @@ from shoal.api.routes import (
     sim,
     tokens,
 )
+from shoal.db import errors as db_errors
 from shoal.domain import sealing
 from shoal.web import serving as dashboard
 
 # deadlock_detected, serialization_failure, lock_not_available
-CONFLICT_SQLSTATES = frozenset({"40P01", "40001", "55P03"})
 UNVERSIONED = ("/openapi.json", "/docs", "/redoc", "/docs/oauth2-redirect")
 
 
@@ -166,10 +165,11 @@ def _unsupported(exc: Exception, req_id: str) -> dict[str, Any]:
     return body
 
 
-def create_app(runtime: Any, sealer: sealing.Sealer | None = None) -> FastAPI:
+def create_app(runtime: ports.Runtime, sealer: sealing.Sealer | None = None) -> FastAPI:
     """The ASGI app for one `shoal.runtime.Runtime` (database, driver, optional conductor).
 
-    Typed `Any` because the API layer must not import the runtime (which builds drivers).
+    Typed through `ports.Runtime`: the API layer does not import the runtime (which
+    builds drivers), only what it needs of it.
     `sealer` seals cluster CA keys at rest (`shoal serve` loads it, and seals the
     keys still stored as plaintext, before it serves); without one, the key the
     settings name is loaded when a request first needs it (`deps.sealer`).
@@ -196,12 +196,11 @@ def create_app(runtime: Any, sealer: sealing.Sealer | None = None) -> FastAPI:
     errors.install(app)
     openapi.install(app)
 
-    @app.exception_handler(DBAPIError)
-    async def _concurrent(request: Request, exc: DBAPIError) -> Response:
+    @app.exception_handler(db_errors.DatabaseError)
+    async def _concurrent(request: Request, exc: Exception) -> Response:
         """A request that lost a race inside PostgreSQL (deadlock, serialization
         failure, lock timeout) is a conflict to retry, not a server error."""
-        code = getattr(exc.orig, "sqlstate", None)
-        if code in CONFLICT_SQLSTATES:
+        if db_errors.lost_race(exc):
             msg = "The resource was changed by a concurrent request; retry"
             return errors.respond(request, 409, msg)
         raise exc

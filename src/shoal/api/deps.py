@@ -13,6 +13,7 @@ from urllib.parse import quote, urlencode
 from fastapi import Depends, Request, Response
 
 from shoal import keys
+from shoal.api import ports
 from shoal.api.errors import HTTPError
 from shoal.db.engine import Database
 from shoal.db.repo.paging import Page
@@ -26,9 +27,11 @@ PAGE_PARAMS = ("limit", "marker", "sort_key", "sort_dir")
 log = logging.getLogger("shoal.api")
 
 
-def runtime(request: Request) -> Any:
-    """The process's `shoal.runtime.Runtime` (not imported: the API never touches drivers)."""
-    return request.app.state.runtime
+def runtime(request: Request) -> ports.Runtime:
+    """The process's `shoal.runtime.Runtime`, through its port (the API never touches
+    drivers)."""
+    rt: ports.Runtime = request.app.state.runtime
+    return rt
 
 
 def db(request: Request) -> Database:

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from shoal import auth
+from shoal.auth import base
 from shoal.domain import policy, validation
 from shoal.domain.errors import Invalid
 from shoal.domain.policy import Principal
 
 
-class TrustedHeaders(auth.NoDelegation):
+class TrustedHeaders(base.NoDelegation):
     def __init__(self, default_project: str) -> None:
         self.default_project = default_project
 

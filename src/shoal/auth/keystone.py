@@ -26,7 +26,7 @@ from keystoneauth1 import session as ks_session
 from openstack import exceptions as sdk_exceptions
 from openstack.config import loader
 
-from shoal import auth
+from shoal.auth import base
 from shoal.domain import policy
 from shoal.domain.errors import NotAuthenticated, Unavailable
 from shoal.domain.policy import Principal
@@ -69,18 +69,18 @@ class KeystoneTokens:
         self.auth_url = str((config.get("auth") or {}).get("auth_url", ""))
         self.region = config.get("region_name") or settings.region_name
         self.challenge: str | None = f'Keystone uri="{self.auth_url}"'
-        self._cache = auth.PrincipalCache(settings.cache_seconds)
+        self._cache = base.PrincipalCache(settings.cache_seconds)
 
     # -- who is asking ------------------------------------------------------------
 
     def authenticate(self, headers: Mapping[str, str]) -> Principal:
-        token = auth.token_of(headers)
+        token = base.token_of(headers)
         if not token:
             raise NotAuthenticated(
                 "Authentication required: send a Keystone token in X-Auth-Token "
                 "(openstack token issue)"
             )
-        key = auth.key_of(token)
+        key = base.key_of(token)
         hit = self._cache.get(key)
         if hit is not None:
             return hit
@@ -189,7 +189,7 @@ class KeystoneTokens:
         the conductor needs to act with it. None when trusts are off."""
         if not self.settings.trusts:
             return None
-        token = auth.token_of(headers) or ""
+        token = base.token_of(headers) or ""
         trustee = self.session.get_user_id()
         body = {
             "trust": {

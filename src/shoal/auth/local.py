@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from shoal import auth
+from shoal.auth import base
 from shoal.db.engine import Database
 from shoal.db.repo import tokens as repo
 from shoal.db.types import utcnow
@@ -19,16 +19,16 @@ MISSING = (
 )
 
 
-class LocalTokens(auth.NoDelegation):
+class LocalTokens(base.NoDelegation):
     def __init__(self, db: Database, cache_seconds: float) -> None:
         self.db = db
-        self._cache = auth.PrincipalCache(cache_seconds)
+        self._cache = base.PrincipalCache(cache_seconds)
 
     def authenticate(self, headers: Mapping[str, str]) -> Principal:
-        token = auth.token_of(headers)
+        token = base.token_of(headers)
         if not token:
             raise NotAuthenticated(MISSING)
-        key = auth.key_of(token)
+        key = base.key_of(token)
         hit = self._cache.get(key)
         if hit is not None:
             return hit

@@ -56,13 +56,14 @@ def migrate(
 
     Example: shoal db migrate --to postgresql://postgres@127.0.0.1:5432/shoal
     """
+    from shoal.db.transfer import copy_database
     from shoal.drivers.sim import tables as sim_tables
-    from shoal.services.transfer import copy_database
+    from shoal.drivers.sim import worlds
 
     settings = settings_or_exit()
     datadir.secure(settings)
     src = source or settings.db_url
-    sim_src = sim_source or (source if source else settings.first_sim_db_url())
+    sim_src = sim_source or (source if source else worlds.first_db_url(settings))
     try:
         report = copy_database(
             src,

@@ -1,5 +1,5 @@
 """`shoal export` / `shoal import`: move the management plane to another deployment
-(services/exchange.py). Both work on the configured database directly, like
+(db/exchange.py). Both work on the configured database directly, like
 `shoal db`; the importing deployment must run with the exporting one's secret key."""
 
 from __future__ import annotations
@@ -36,9 +36,8 @@ def export(
 
     Example: shoal export -o edge.json
     """
-    from shoal.db import migrations
+    from shoal.db import exchange, migrations
     from shoal.db.engine import Database
-    from shoal.services import exchange
 
     settings = settings_or_exit()
     datadir.secure(settings)
@@ -68,9 +67,8 @@ def import_(
 
     Example: shoal import edge.json
     """
-    from shoal.db import migrations
+    from shoal.db import exchange, migrations
     from shoal.db.engine import Database
-    from shoal.services import exchange
 
     settings = settings_or_exit()
     datadir.secure(settings)

@@ -142,7 +142,9 @@ def _announce_auth(settings: Settings, runtime: Runtime, port: int) -> None:
             "authenticating requests with Keystone (SHOAL_KEYSTONE_CLOUD=%s)",
             settings.keystone.cloud,
         )
-        if settings.keystone.register:
+        from shoal.auth.keystone import KeystoneTokens
+
+        if settings.keystone.register and isinstance(runtime.auth, KeystoneTokens):
             base = settings.public_url or f"http://{settings.host}:{port}"
             try:
                 log.info("%s", runtime.auth.register(base.rstrip("/") + "/v1"))

@@ -17,7 +17,7 @@ from typing import cast
 from shoal.conductor import journal
 from shoal.conductor.context import Context
 from shoal.conductor.guard import Guard
-from shoal.db import outcomes, queue, snapshots
+from shoal.db import outcomes, queue, snapshots, writes
 from shoal.domain import conditions as cond
 from shoal.domain import status as st
 from shoal.domain.model import Condition
@@ -30,11 +30,11 @@ API_PORT = 6443
 class Pass:
     snap: snapshots.ClusterSnapshot
     now: datetime
-    w: outcomes.ClusterWrite = field(default_factory=outcomes.ClusterWrite)
+    w: writes.ClusterWrite = field(default_factory=writes.ClusterWrite)
     conds: tuple[Condition, ...] = ()
 
     def event(self, reason: str, message: str, *, warning: bool = False) -> None:
-        self.w.events.append(outcomes.EventIn(reason, message, "Warning" if warning else "Normal"))
+        self.w.events.append(writes.EventIn(reason, message, "Warning" if warning else "Normal"))
 
 
 def reconcile_batch(ctx: Context, uuids: list[str]) -> None:
@@ -152,7 +152,7 @@ def _finish(ctx: Context, p: Pass) -> None:
         if outcome is st.Outcome.IN_PROGRESS
         else None
     )
-    p.w.status = outcomes.StatusWrite(
+    p.w.status = writes.StatusWrite(
         c.generation, new_status, reason, p.conds, outcome is not st.Outcome.IN_PROGRESS, nxt
     )
 
@@ -201,7 +201,7 @@ def _delete_path(ctx: Context, p: Pass) -> None:
     p.w.mark_groups_deleting = [g.uuid for g in p.snap.groups if not g.deleting]
     msg = f"deleting {len(p.snap.groups)} node group(s)"
     p.conds = cond.set_false(p.conds, cond.READY, cond.DELETION_IN_PROGRESS, msg, p.now)
-    p.w.status = outcomes.StatusWrite(
+    p.w.status = writes.StatusWrite(
         c.generation,
         st.derive(c.status, st.Outcome.IN_PROGRESS, deleting=True),
         msg,

@@ -24,7 +24,7 @@ from shoal.conductor.throttle import Throttle
 from shoal.db.engine import Database
 from shoal.db.snapshots import GroupPlace
 from shoal.drivers.contract import Capabilities, Driver, Feature, TransientError
-from shoal.drivers.registry import Providers
+from shoal.drivers.providers import Providers
 from shoal.settings import ConductorSettings
 
 T = TypeVar("T")

@@ -8,12 +8,12 @@ from __future__ import annotations
 import logging
 
 from shoal import logs
-from shoal.db import outcomes
+from shoal.db import writes
 
 log = logging.getLogger("shoal.conductor")
 
 
-def events(cluster: str, recorded: list[outcomes.EventIn]) -> None:
+def events(cluster: str, recorded: list[writes.EventIn]) -> None:
     """Log the events a pass committed for `cluster`."""
     for e in recorded:
         level = logging.WARNING if e.type == "Warning" else logging.INFO

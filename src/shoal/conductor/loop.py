@@ -35,7 +35,7 @@ from shoal.conductor.kinds import KINDS, Batch, WorkKind
 from shoal.db import leases, notify, queue, registry
 from shoal.db.engine import Database
 from shoal.db.types import utcnow
-from shoal.drivers.registry import Providers
+from shoal.drivers.providers import Providers
 from shoal.settings import ConductorSettings
 
 log = logging.getLogger(__name__)

@@ -139,6 +139,12 @@ class Database:
     def is_sqlite(self) -> bool:
         return self.dialect == "sqlite"
 
+    @property
+    def write_sessions(self) -> sessionmaker[Session]:
+        """The factory of `write()`'s sessions: SQLAlchemy session events registered
+        on it apply to every write session (`notify.install` hooks wake-ups there)."""
+        return self._write
+
     @contextmanager
     def read(self) -> Iterator[Session]:
         with self._read() as session:

@@ -57,7 +57,7 @@ def _moved(obj: Any) -> bool:
 
 def install(db: Database, on_commit: Callable[[], None] | None = None) -> None:
     """Hook `db`'s write sessions: NOTIFY (PostgreSQL) and `on_commit` after due writes."""
-    factory = db._write  # the write sessionmaker; events on it apply to its sessions
+    factory = db.write_sessions  # events on the factory apply to every write session
     if getattr(factory, "_shoal_notify", False):
         return
     factory._shoal_notify = True  # type: ignore[attr-defined]

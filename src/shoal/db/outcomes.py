@@ -1,15 +1,16 @@
 """The outcome of the conductor's passes: node rows, status, conditions, events and
 requeue times, each pass's writes in one transaction, fenced by its leases.
 
-Hot paths are bulk: one INSERT of many node rows, one executemany UPDATE by
-primary key, one DELETE ... IN; never a transaction per node.
+What a pass writes is a value (`writes.py`); only the reconcilers apply one (an
+import-linter contract names them). Hot paths are bulk: one INSERT of many node
+rows, one executemany UPDATE by primary key, one DELETE ... IN; never a
+transaction per node.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -30,8 +31,8 @@ from shoal.db.tables import (
     table_of,
 )
 from shoal.db.types import UTCDateTime, utcnow
+from shoal.db.writes import ClusterWrite, EventIn, GroupWrite, StatusWrite
 from shoal.domain import conditions as cond
-from shoal.domain import model as m
 
 _CL, _NG, _NODE, _EV = (table_of(r) for r in (ClusterRow, NodeGroupRow, NodeRow, EventRow))
 _UPDATE_CLUSTER = update(_CL).where(_CL.c.uuid == bindparam("b_uuid"))
@@ -39,61 +40,6 @@ _UPDATE_NODE = update(_NODE).where(_NODE.c.id == bindparam("b_id"))
 _INSERT_NODES = insert(_NODE).returning(_NODE.c.uuid, _NODE.c.id)
 _INSERT_EVENTS = insert(_EV)
 _OP, _TASK = table_of(OperationRow), table_of(NodeTaskRow)
-
-
-@dataclass(frozen=True)
-class EventIn:
-    """An event to append with the pass's writes."""
-
-    reason: str
-    message: str
-    type: str = "Normal"
-    nodegroup_uuid: str | None = None
-    node_uuid: str | None = None
-
-
-@dataclass
-class StatusWrite:
-    """The status part of a pass, applied only if the generation did not move."""
-
-    generation: int
-    status: str
-    status_reason: str | None
-    conditions: tuple[m.Condition, ...]
-    observed: bool  # set observed_generation = generation
-    next_reconcile_at: datetime | None
-    # What the conductor remembers about the group (health.GroupMemory as JSON), written
-    # whatever the generation: it is about the cloud, not the spec. None: unchanged.
-    memory: dict[str, Any] | None = None
-
-
-@dataclass
-class GroupWrite:
-    """Everything a node group pass writes, in one transaction."""
-
-    inserts: list[dict[str, Any]] = field(default_factory=list)
-    updates: list[dict[str, Any]] = field(default_factory=list)  # each has "id"
-    delete_ids: list[int] = field(default_factory=list)
-    events: list[EventIn] = field(default_factory=list)
-    status: StatusWrite | None = None
-    delete_group: bool = False
-    poke_cluster: bool = False
-    task_inserts: list[dict[str, Any]] = field(default_factory=list)  # node_tasks rows
-    task_updates: list[dict[str, Any]] = field(default_factory=list)  # each has "uuid"
-    operation: dict[str, Any] | None = None  # the running operation's changes ("uuid")
-    operation_insert: dict[str, Any] | None = None  # an operation the conductor starts
-
-    def empty(self) -> bool:
-        return not (
-            self.inserts or self.updates or self.delete_ids or self.events or self.task_inserts
-        ) and (
-            self.status is None
-            and not self.delete_group
-            and not self.poke_cluster
-            and not self.task_updates
-            and self.operation is None
-            and self.operation_insert is None
-        )
 
 
 def apply_groups(
@@ -249,18 +195,6 @@ def _status_params(uuid: str, st: StatusWrite, started: datetime) -> dict[str, A
     if st.memory is not None:
         params["memory"] = st.memory
     return params
-
-
-@dataclass
-class ClusterWrite:
-    """Everything a cluster pass writes."""
-
-    events: list[EventIn] = field(default_factory=list)
-    status: StatusWrite | None = None
-    api_address: str | None = None
-    health: tuple[str, dict[str, str]] | None = None  # (health_status, reason) when changed
-    mark_groups_deleting: list[str] = field(default_factory=list)
-    delete_cluster: bool = False
 
 
 def apply_clusters(

@@ -28,6 +28,13 @@ _HOSTS = (
     .where(_NODE.c.state != m.NodeState.DELETING.value, _NODE.c.to_delete.is_(False))
     .order_by(_NODE.c.id)
 )
+_READY = (
+    select(_NG.c.cluster_uuid, _NODE.c.name, _NODE.c.uuid, _NG.c.provider, _NODE.c.address)
+    .join(_NG, _NG.c.uuid == _NODE.c.nodegroup_uuid)
+    .where(_NG.c.role == m.ROLE_VIRT, _NODE.c.state == m.NodeState.ACTIVE.value)
+    .where(_NODE.c.to_delete.is_(False))
+    .order_by(_NODE.c.id)
+)
 _VM_NODES_LEFT = select(func.count()).where(
     _NODE.c.cluster_uuid == bindparam("cluster"), _NODE.c.vm_slot.is_not(None)
 )
@@ -105,3 +112,25 @@ def vm_nodes_left(db: Database, cluster_uuid: str) -> int:
     """How many nodes of the cluster are VMs of virt hosts (rows not dropped yet)."""
     with db.core_read() as s:
         return int(s.scalar(_VM_NODES_LEFT, {"cluster": cluster_uuid}) or 0)
+
+
+@dataclass(frozen=True)
+class ReadyHost:
+    """A ready virt host: its cluster, name, node, its group's provider, address."""
+
+    cluster_uuid: str
+    name: str
+    node_uuid: str
+    provider: str | None
+    address: str | None
+
+
+def ready(db: Database, cluster_uuid: str | None = None) -> list[ReadyHost]:
+    """The ready hosts of the virt groups of cluster `cluster_uuid` (of every cluster
+    when None), oldest first."""
+    query = _READY if cluster_uuid is None else _READY.where(_NG.c.cluster_uuid == cluster_uuid)
+    with db.core_read() as s:
+        return [
+            ReadyHost(cluster, name, uid, provider, address)
+            for cluster, name, uid, provider, address in s.execute(query)
+        ]

@@ -105,7 +105,7 @@ class Feature(enum.StrEnum):
     REBOOT = "reboot"  # reboot_machine works
     REBUILD = "rebuild"  # rebuild_machine works
     PER_GROUP = "per-group"  # realises a whole node group at once (GroupDriver)
-    HOSTED = "hosted"  # machines are VMs on the virt hosts of each cluster (HostedDriver)
+    HOSTED = "hosted"  # machines are VMs on the virt hosts of each cluster (VirtHosts)
     RELEASE = "release"  # makes things per cluster besides machines (ReleasingDriver)
 
 
@@ -128,6 +128,17 @@ class PlacementGroup:
 
 
 @dataclass(frozen=True)
+class VirtHost:
+    """A ready host of a cluster's virt groups, as a hosted driver reaches it: its name
+    (the zone its VMs are in), its machine in its own provider, its address."""
+
+    name: str
+    machine_id: str
+    provider: str
+    address: str | None = None
+
+
+@dataclass(frozen=True)
 class VmShape:
     """A VM on a virt host (a hosted driver's machine): its size and its template
     variables come from the slot it takes (`domain/virt.py`), not from a flavor."""
@@ -138,17 +149,7 @@ class VmShape:
     disk_gb: int = 0
     variables: Mapping[str, Any] = field(default_factory=dict)  # the vms entry
     template: str | None = None  # its virt group's domain template (None: the driver's)
-
-
-@dataclass(frozen=True)
-class VirtHost:
-    """A ready host of a cluster's virt groups, as a hosted driver reaches it: its name
-    (the zone its VMs are in), its machine in its own provider, its address."""
-
-    name: str
-    machine_id: str
-    provider: str
-    address: str | None = None
+    host: VirtHost | None = None  # the virt host it goes on (its zone), as a value
 
 
 @dataclass(frozen=True)
@@ -354,14 +355,20 @@ class ReleasingDriver(Driver, Protocol):
         ...
 
 
-@runtime_checkable
-class HostedDriver(Driver, Protocol):
-    """A driver whose machines are VMs on the virt hosts of each cluster (feature
-    HOSTED): the hosts are machines of another node group, so the conductor tells
-    the driver which hosts a cluster has before each pass. Each machine's spec
-    carries its `vm` (size and template variables); its zone is its host's name."""
+class VirtHosts(Protocol):
+    """The ready virt hosts of every cluster, handed at open to the drivers whose
+    machines are VMs on them (feature HOSTED). Read from shoal's database each time
+    it is asked, so every process (its sweeper too) sees every host; a machine's spec
+    also carries its own host (`VmShape.host`)."""
 
-    def set_hosts(self, cluster_id: str, hosts: Sequence[VirtHost]) -> None:
-        """The ready hosts of cluster `cluster_id` now (replacing what was said before).
-        No remote I/O; never raises."""
+    def ready(self, cluster_id: str | None = None) -> Sequence[VirtHost]:
+        """The ready hosts of cluster `cluster_id` (of every cluster when None), by
+        name. TransientError when they cannot be read now."""
         ...
+
+
+class NoVirtHosts:
+    """`VirtHosts` of a process that has none to give (tools, tests): no host."""
+
+    def ready(self, cluster_id: str | None = None) -> Sequence[VirtHost]:
+        return ()

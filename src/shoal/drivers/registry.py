@@ -1,134 +1,118 @@
-"""Providers: the named clouds and hosts of a deployment, each with its driver.
+"""The driver kinds this version of shoal knows, by name: one line each.
 
-`build(settings)` opens one driver per provider of `settings.providers` (the
-config file's, or the embedded `sim`); only the composition root calls it. A
-driver package is imported only when a provider uses it, so a deployment of
-sim providers never imports a cloud SDK.
+A driver is one package, `shoal.drivers.<name>`, whose `DRIVER` (a `DriverKind`)
+names its typed settings, its opener and its contract-suite harnesses. `KINDS`
+maps a kind's name to that object's dotted path; a package is imported only when
+something asks for its kind (a provider of the config file, `shoal serve`), so a
+deployment of sim providers never imports a cloud SDK. Adding a driver: a new
+package and one line in `KINDS`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from shoal.drivers.contract import Delegations, Driver
-from shoal.settings import OpenStackSettings, ProviderSettings, Settings, SettingsError
+from shoal.options import SettingsError, opt
+
+KINDS: Mapping[str, str] = {
+    "sim": "shoal.drivers.sim:DRIVER",
+    "openstack": "shoal.drivers.openstack:DRIVER",
+    "libvirt": "shoal.drivers.libvirt:DRIVER",
+}
 
 
-@dataclass
-class Provider:
-    """One provider of this process: its settings, its driver, and for the sim its
-    world (the admin API's handle)."""
+@dataclass(frozen=True)
+class ProviderSettings:
+    """One provider: a named cloud or set of hosts, its driver and that driver's settings."""
 
-    settings: ProviderSettings
-    driver: Driver
-    world: Any | None = None  # SimWorld (or its proxy) for a sim provider
-    process: Any | None = None  # SimProcess when the world runs in a process of its own
-    close: Callable[[], None] = field(default=lambda: None)
-
-    @property
-    def name(self) -> str:
-        return self.settings.name
-
-
-class Providers(Mapping[str, Provider]):
-    """The providers of one process, by name, and which one is the default."""
-
-    def __init__(self, providers: list[Provider], default: str) -> None:
-        self._by_name = {p.name: p for p in providers}
-        if default not in self._by_name:
-            raise KeyError(default)
-        self.default = default
-
-    @classmethod
-    def of(cls, drivers: Mapping[str, Driver], default: str | None = None) -> Providers:
-        """Providers around drivers built elsewhere (tests, tools): default limits."""
-        items = [Provider(ProviderSettings(name=n, driver=d.name), d) for n, d in drivers.items()]
-        return cls(items, default or next(iter(drivers)))
-
-    def __getitem__(self, name: str) -> Provider:
-        return self._by_name[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._by_name)
-
-    def __len__(self) -> int:
-        return len(self._by_name)
-
-    def resolve(self, name: str | None) -> str:
-        """The provider a node group uses: its own, else the default."""
-        return name or self.default
-
-    def sim_world(self, name: str | None = None) -> Any | None:
-        """The world of sim provider `name` (default: the first sim provider)."""
-        for p in self._by_name.values():
-            if p.world is not None and name in (None, p.name):
-                return p.world
-        return None
-
-    def close(self) -> None:
-        for p in self._by_name.values():
-            p.close()
+    name: str = opt("sim", "the name node groups choose it by")
+    driver: str = opt("sim", "the driver that talks to it: " + ", ".join(KINDS))
+    options: Any = opt(
+        None,
+        "the driver's own typed settings (its package's settings class; None: its defaults)",
+    )
+    rate_per_s: float | None = opt(
+        None, "driver calls per second to this provider (default: the conductor's)", lo=0
+    )
+    concurrency: int | None = opt(
+        None, "parallel driver calls to this provider per process (default: all)", lo=1, hi=1024
+    )
+    concurrency_per_target: int | None = opt(
+        None, "parallel calls per target (one libvirt host) of this provider", lo=1, hi=1024
+    )
+    agents: bool = opt(
+        False,
+        "its nodes run shoal-agent (their images carry it): a node whose agent never reports "
+        "within the health policy's startup timeout is unhealthy",
+    )
 
 
-def build(settings: Settings, delegations: Delegations | None = None) -> Providers:
-    """Open the driver of every provider `settings` names; `delegations`: clusters'
-    trusts, for OpenStack providers with Keystone authentication."""
-    opened: list[Provider] = []
+@dataclass(frozen=True)
+class DriverKind:
+    """What shoal needs to know of a driver before it opens one.
+
+    `settings`: the class of a provider's `settings:` (a frozen dataclass of `opt`
+    fields, checked as a whole by its `problems()` when it has one). `runtime`: the
+    module (imported only to open a provider) whose `open_provider(opening)` returns a
+    `providers.Provider`, and whose optional `databases(settings, provider)` names
+    the databases it keeps (made private at start). `env_prefix`: the variables
+    (`SHOAL_SIM_`) that give the defaults of every provider of this kind.
+    `embedded`: the providers of a deployment without a config file whose
+    SHOAL_DRIVER is this kind (None: this kind needs a file). `contract`: the dotted
+    path of its contract-suite harnesses (`testing.HARNESSES`), if it ships any."""
+
+    name: str
+    settings: type[Any]
+    runtime: str
+    env_prefix: str | None = None
+    embedded: Callable[[Any], list[ProviderSettings]] | None = None
+    contract: str | None = None
+
+
+_loaded: dict[str, DriverKind] = {}
+
+
+def names() -> tuple[str, ...]:
+    """Every kind this version knows, in the registry's order."""
+    return tuple(KINDS)
+
+
+def kind(name: str, where: str = "driver") -> DriverKind:
+    """The kind named `name` (its package imported now), or a SettingsError naming
+    `where`: not a known driver, or one whose package this installation lacks."""
+    if name in _loaded:
+        return _loaded[name]
+    if name not in KINDS:
+        raise SettingsError(f"{where}={name!r} is not a known driver (drivers: {', '.join(KINDS)})")
     try:
-        for ps in settings.providers:
-            opened.append(_open(settings, ps, opened, delegations))
-    except BaseException:
-        for p in opened:
-            p.close()
-        raise
-    return Providers(opened, settings.default_provider)
+        got = load(KINDS[name])
+    except ImportError as exc:
+        available = ", ".join(n for n in KINDS if n in _loaded or _importable(n))
+        raise SettingsError(
+            f"{where}={name!r}: that driver is not available in this version of shoal "
+            f"(available: {available})"
+        ) from exc
+    if not isinstance(got, DriverKind) or got.name != name:
+        raise TypeError(f"{KINDS[name]} is not the DriverKind named {name!r}")
+    _loaded[name] = got
+    return got
 
 
-def _open(
-    settings: Settings,
-    ps: ProviderSettings,
-    before: list[Provider],
-    delegations: Delegations | None = None,
-) -> Provider:
-    if ps.driver == "sim" and ps.options.hosted:
-        # VMs on virt hosts: in the world the hosts are servers of (the first sim's).
-        host = next((p for p in before if p.world is not None), None)
-        if host is None:
-            raise SettingsError(
-                f"provider {ps.name!r}: a hosted sim provider puts VMs on the servers of a sim "
-                "provider named before it; name one first"
-            )
-        from shoal.drivers.sim.hosted import HostedSimDriver
+def load(path: str) -> Any:
+    """The object a `module:attribute` path names (the module imported now)."""
+    module, _, attr = path.partition(":")
+    obj: Any = importlib.import_module(module)
+    for part in attr.split(".") if attr else ():
+        obj = getattr(obj, part)
+    return obj
 
-        world = host.world
-        assert world is not None
-        return Provider(ps, HostedSimDriver(world))  # the world stays its host provider's
-    if ps.driver == "sim":
-        from shoal.drivers.sim import open_provider
 
-        driver, world, process, close = open_provider(settings.sim_db_url(ps), ps.options)
-        return Provider(ps, driver, world, process, close)
-    if ps.driver == "libvirt":
-        from shoal.drivers.libvirt import open_provider as open_libvirt
-
-        try:
-            driver, close = open_libvirt(ps.options)
-        except ValueError as exc:  # a domain template that cannot work
-            raise SettingsError(f"provider {ps.name!r}: {exc}") from exc
-        return Provider(ps, driver, close=close)
-    if ps.driver == "openstack":
-        from shoal.drivers.openstack import open_provider as open_openstack
-
-        pool = ps.concurrency or settings.conductor_settings.driver_concurrency
-        ks = settings.keystone
-        trusts = settings.auth == "keystone" and ks.trusts
-        trustee = OpenStackSettings(cloud=ks.cloud, clouds_yaml=ks.clouds_yaml,
-                                    region_name=ks.region_name) if trusts else None  # fmt: skip
-        try:
-            driver, close = open_openstack(ps.options, pool, trustee, delegations)
-        except SettingsError as exc:
-            raise SettingsError(f"provider {ps.name!r}: {exc}") from exc
-        return Provider(ps, driver, close=close)
-    raise ValueError(f"provider {ps.name!r}: driver {ps.driver!r} is not available")
+def _importable(name: str) -> bool:
+    try:
+        load(KINDS[name])
+    except ImportError:
+        return False
+    return True

@@ -11,12 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy.orm import Session
-
 from shoal.db import events
 from shoal.db.engine import Database
+from shoal.db.records import ClusterRecord, Session
 from shoal.db.repo import certificates, clusters
-from shoal.db.tables import ClusterRow
 from shoal.db.types import utcnow
 from shoal.domain import pki, policy, sealing
 from shoal.domain import validation as v
@@ -134,7 +132,7 @@ def _check_type(ca_type: object) -> None:
         )
 
 
-def _ensure(s: Session, row: ClusterRow, sealer: sealing.Sealer) -> pki.CA:
+def _ensure(s: Session, row: ClusterRecord, sealer: sealing.Sealer) -> pki.CA:
     """The cluster's CA, made and stored now if it has none (the caller holds the
     cluster row locked; the insert is race-safe on its own as well). A key still
     stored as plaintext is sealed on this first use."""

@@ -5,13 +5,11 @@ from __future__ import annotations
 import secrets
 from typing import Any, NoReturn
 
-from sqlalchemy.orm import Session
-
 from shoal.db import credentials, events
 from shoal.db.engine import Database
+from shoal.db.records import ClusterRecord, Session
 from shoal.db.repo import clusters, nodegroups, quotas, templates
 from shoal.db.repo.paging import Page
-from shoal.db.tables import ClusterRow
 from shoal.db.types import utcnow
 from shoal.domain import derived, entries, jsonpatch, merge, policy, specs
 from shoal.domain import model as m
@@ -201,7 +199,7 @@ def delete(db: Database, caller: Caller, ident: str) -> None:
         events.record(s, row.uuid, "DeleteRequested", f"cluster {row.name} delete requested")
 
 
-def find_row(s: Session, caller: Caller, ident: str) -> ClusterRow:
+def find_row(s: Session, caller: Caller, ident: str) -> ClusterRecord:
     return clusters.find_row(s, caller.scope, ident)
 
 

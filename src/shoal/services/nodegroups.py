@@ -6,11 +6,10 @@ import dataclasses
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.orm import Session
-
 from shoal.agent import protocol
 from shoal.db import convert, events
 from shoal.db.engine import Database
+from shoal.db.records import Session
 from shoal.db.repo import clusters, nodegroups, nodes, operations
 from shoal.db.repo.paging import Page
 from shoal.db.types import utcnow

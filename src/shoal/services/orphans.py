@@ -13,14 +13,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
-
 from shoal.db import convert, events, orphans
 from shoal.db.engine import Database, xact_lock
 from shoal.db.orphans import Held
+from shoal.db.records import ClusterRecord, Session
 from shoal.db.repo import clusters, nodegroups
-from shoal.db.tables import ClusterRow, NodeGroupRow
 from shoal.db.types import utcnow
 from shoal.domain import adoption, merge, policy
 from shoal.domain import model as m
@@ -119,7 +116,7 @@ def adopt(db: Database, caller: Caller, body: Mapping[str, Any]) -> m.Cluster:
     project = str(next(iter(projects)))
     with db.write() as s:
         xact_lock(s, f"adopt:{ident}")  # two admins adopting it at once: one wins, one 409
-        row = s.scalars(select(ClusterRow).where(ClusterRow.uuid == ident)).first()
+        row = clusters.by_uuid(s, ident)
         derived, groups = adoption.groups_of(
             [_found(h) for h in held], row.name if row is not None else given
         )
@@ -131,7 +128,7 @@ def adopt(db: Database, caller: Caller, body: Mapping[str, Any]) -> m.Cluster:
                 "from an export (shoal import) or delete its machines (shoal orphan delete)"
             )
         known = {g.uuid for g in groups}
-        if s.scalar(select(NodeGroupRow.uuid).where(NodeGroupRow.uuid.in_(known))) is not None:
+        if nodegroups.any_exists(s, known):
             raise Conflict(f"a node group the machines of cluster {ident} claim exists already")
         if row is None:
             cluster = _new_cluster(s, caller, ident, given or derived, project, groups)
@@ -175,7 +172,9 @@ def _new_cluster(
     )
 
 
-def _into(s: Session, row: ClusterRow, groups: list[adoption.Group], project_id: str) -> m.Cluster:
+def _into(
+    s: Session, row: ClusterRecord, groups: list[adoption.Group], project_id: str
+) -> m.Cluster:
     """The lost groups added to the cluster the database knows (a name it has taken
     gets a suffix); the cluster updates, as for a group created through the API."""
     if row.deleting:
@@ -185,7 +184,7 @@ def _into(s: Session, row: ClusterRow, groups: list[adoption.Group], project_id:
             f"the held machines claim project {project_id}, cluster {row.uuid} is in "
             f"{row.project_id}: they are not adopted"
         )
-    taken = set(s.scalars(select(NodeGroupRow.name).where(NodeGroupRow.cluster_uuid == row.uuid)))
+    taken = nodegroups.names_in(s, row.uuid)
     now = utcnow()
     for g in groups:
         name, n = g.name, 1

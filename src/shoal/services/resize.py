@@ -12,12 +12,10 @@ import dataclasses
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.orm import Session
-
 from shoal.db import events
 from shoal.db.engine import Database
+from shoal.db.records import ClusterRecord, NodeGroupRecord, Session
 from shoal.db.repo import clusters, nodegroups, nodes, templates
-from shoal.db.tables import ClusterRow, NodeGroupRow
 from shoal.db.types import utcnow
 from shoal.domain import model as m
 from shoal.domain import policy
@@ -30,7 +28,7 @@ RESIZE_KEYS = frozenset({"node_count", "nodes_to_remove", "nodegroup", "force"})
 UPGRADE_KEYS = frozenset({"cluster_template", "max_batch_size", "nodegroup"})
 
 
-def default_group(s: Session, cluster: ClusterRow, *, master: bool = False) -> NodeGroupRow:
+def default_group(s: Session, cluster: ClusterRecord, *, master: bool = False) -> NodeGroupRecord:
     """The cluster's default worker (or master) group."""
     for g in nodegroups.of_cluster(s, cluster.uuid):
         if g.is_default and (g.spec.role == m.ROLE_MASTER) == master and not g.deleting:
@@ -38,7 +36,7 @@ def default_group(s: Session, cluster: ClusterRow, *, master: bool = False) -> N
     raise NotFound("NodeGroup", m.DEFAULT_MASTER_GROUP if master else m.DEFAULT_WORKER_GROUP)
 
 
-def _group(s: Session, cluster: ClusterRow, ident: Any) -> NodeGroupRow:
+def _group(s: Session, cluster: ClusterRecord, ident: Any) -> NodeGroupRecord:
     if ident is None:
         return default_group(s, cluster)
     if isinstance(ident, int) and not isinstance(ident, bool):
@@ -89,7 +87,7 @@ def _entries(raw: Any, limits: v.Limits) -> list[str]:
 def resize(
     s: Session,
     caller: Caller,
-    cluster: ClusterRow,
+    cluster: ClusterRecord,
     body: dict[str, Any],
     now: datetime,
     *,

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy.orm import Session
-
+from shoal.db.records import Session
 from shoal.db.repo import nodegroups, templates
 from shoal.domain import entries
 from shoal.domain import model as m

@@ -7,12 +7,10 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy.orm import Session
-
 from shoal.db.engine import Database
+from shoal.db.records import ClusterTemplateRecord, Session
 from shoal.db.repo import clusters, nodegroups, templates
 from shoal.db.repo.paging import Page
-from shoal.db.tables import ClusterTemplateRow
 from shoal.domain import derived, entries, jsonpatch, merge, policy, specs
 from shoal.domain import model as m
 from shoal.domain import validation as v
@@ -221,7 +219,7 @@ def delete(db: Database, caller: Caller, ident: str) -> None:
         templates.delete_ct(s, row)
 
 
-def _find_changeable(s: Session, caller: Caller, ident: str, action: str) -> ClusterTemplateRow:
+def _find_changeable(s: Session, caller: Caller, ident: str, action: str) -> ClusterTemplateRecord:
     try:
         return templates.find_ct_row(s, caller.scope, ident)
     except NotFound:

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy.orm import Session
-
 from shoal.db.engine import Database
+from shoal.db.records import Session
 from shoal.db.repo import tokens as repo
 from shoal.db.types import utcnow
 from shoal.domain import policy, tokens

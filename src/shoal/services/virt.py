@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy.orm import Session
-
+from shoal.db.records import Session
 from shoal.db.repo import nodes
 from shoal.domain import deletion, virt
 from shoal.domain import model as m

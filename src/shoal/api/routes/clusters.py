@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from shoal.api import deps, schemas, serializers
 from shoal.domain import validation
 from shoal.domain.errors import Invalid
-from shoal.services import clusters, misc, resize, rollouts
+from shoal.services import clusters, nodes, resize, rollouts
 
 router = APIRouter(prefix="/clusters", tags=["clusters"])
 
@@ -124,7 +124,7 @@ for _action in rollouts.HOLDS:
 def list_nodes(request: Request, ident: str, nodegroup: str | None = None) -> Response:
     """shoal: the nodes of a cluster (optionally of one node group), paginated."""
     pg = deps.page(request)
-    rows = misc.list_nodes(deps.db(request), deps.caller(request), ident, pg, nodegroup)
+    rows = nodes.list_nodes(deps.db(request), deps.caller(request), ident, pg, nodegroup)
     items = [serializers.node(request, n, g, r) for n, g, r in rows]
     path = f"clusters/{ident}/nodes"
     return deps.json_response(deps.collection(request, "nodes", items, pg, path=path))
@@ -142,5 +142,5 @@ def list_events(request: Request, ident: str) -> dict[str, Any]:
     if limit <= 0:
         raise Invalid("Limit must be positive", "limit")
     limit = min(limit, deps.runtime(request).settings.page_limit)
-    evs = misc.list_events(deps.db(request), deps.caller(request), ident, after, limit)
+    evs = nodes.list_events(deps.db(request), deps.caller(request), ident, after, limit)
     return {"events": [serializers.event(e) for e in evs]}

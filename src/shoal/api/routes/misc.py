@@ -7,9 +7,9 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request, Response
 
 from shoal.api import deps, microversion, schemas, serializers
-from shoal.db.tables import QuotaRow
 from shoal.domain.errors import Invalid
-from shoal.services import misc
+from shoal.domain.fleet import Quota
+from shoal.services import fleet, quotas
 
 router = APIRouter(tags=["meta"])
 public = APIRouter(tags=["meta"])  # answered to anyone: clients discover versions first
@@ -57,7 +57,7 @@ def v1_index(request: Request) -> dict[str, Any]:
 
 @router.get("/stats")
 def stats(request: Request) -> dict[str, Any]:
-    return misc.stats(deps.db(request), deps.caller(request))
+    return fleet.stats(deps.db(request), deps.caller(request))
 
 
 @router.get("/mservices")
@@ -65,8 +65,8 @@ def mservices(request: Request) -> dict[str, Any]:
     items = []
     # Conductors heartbeat every lease/3 s (shared setting); down after 3 missed beats.
     lease = deps.runtime(request).settings.conductor_settings.lease_seconds
-    for info in misc.mservices(deps.db(request), deps.caller(request), max(0.2, lease / 3)):
-        r = info.row
+    for info in fleet.mservices(deps.db(request), deps.caller(request), max(0.2, lease / 3)):
+        r = info.conductor
         items.append(
             {
                 "id": r.id,
@@ -83,7 +83,7 @@ def mservices(request: Request) -> dict[str, Any]:
     return {"mservices": items}
 
 
-def _quota(request: Request, q: QuotaRow) -> dict[str, Any]:
+def _quota(request: Request, q: Quota) -> dict[str, Any]:
     return {
         "id": q.id,
         "project_id": q.project_id,
@@ -96,7 +96,7 @@ def _quota(request: Request, q: QuotaRow) -> dict[str, Any]:
 
 @router.get("/quotas")
 def list_quotas(request: Request) -> dict[str, Any]:
-    rows = misc.quota_list(deps.db(request), deps.caller(request))
+    rows = quotas.quota_list(deps.db(request), deps.caller(request))
     return {"quotas": [_quota(request, q) for q in rows]}
 
 
@@ -110,7 +110,7 @@ def create_quota(
     project = body.get("project_id")
     if not isinstance(project, str) or not project:
         raise Invalid("project_id is required", "project_id")
-    row = misc.quota_set(
+    row = quotas.quota_set(
         deps.db(request),
         deps.caller(request),
         project,
@@ -123,7 +123,7 @@ def create_quota(
 @router.get("/quotas/{project_id}/{resource}")
 def get_quota(request: Request, project_id: str, resource: str) -> dict[str, Any]:
     default = deps.runtime(request).settings.quota_clusters
-    row = misc.quota_get(deps.db(request), deps.caller(request), project_id, resource, default)
+    row = quotas.quota_get(deps.db(request), deps.caller(request), project_id, resource, default)
     return _quota(request, row)
 
 
@@ -137,11 +137,11 @@ def update_quota(
     body: dict[str, Any] = Depends(deps.json_object),
 ) -> dict[str, Any]:
     caller = deps.caller(request)
-    row = misc.quota_set(deps.db(request), caller, project_id, resource, body.get("hard_limit"))
+    row = quotas.quota_set(deps.db(request), caller, project_id, resource, body.get("hard_limit"))
     return _quota(request, row)
 
 
 @router.delete("/quotas/{project_id}/{resource}", status_code=204)
 def delete_quota(request: Request, project_id: str, resource: str) -> Response:
-    misc.quota_delete(deps.db(request), deps.caller(request), project_id, resource)
+    quotas.quota_delete(deps.db(request), deps.caller(request), project_id, resource)
     return Response(status_code=204)

@@ -11,7 +11,7 @@ from datetime import timedelta
 from shoal.conductor.context import Context
 from shoal.conductor.nodegroup import status
 from shoal.conductor.nodegroup.state import Pass, Path
-from shoal.db import outcomes
+from shoal.db import writes
 from shoal.domain import conditions as cond
 from shoal.domain import status as st
 from shoal.domain.model import NodeState
@@ -54,7 +54,7 @@ def conclude(ctx: Context, p: Pass) -> None:
     conds = cond.set_false(g.conditions, cond.READY, cond.DELETION_IN_PROGRESS, msg, now)
     base = ctx.settings.requeue_seconds
     delay = base if p.delete_errors else min(base, 0.2)
-    p.w.status = outcomes.StatusWrite(
+    p.w.status = writes.StatusWrite(
         g.generation,
         st.derive(g.status, st.Outcome.IN_PROGRESS, deleting=True),
         msg,

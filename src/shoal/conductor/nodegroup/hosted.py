@@ -1,7 +1,8 @@
 """Node groups on VMs of their cluster's virt hosts (a hosted provider,
-`domain/virt.py`): before the group's listing, the driver is told which hosts the
-cluster has; each new node takes a free VM slot (its zone is the slot's host), and
-its machine spec carries the slot's shape, variables and template.
+`domain/virt.py`): each new node takes a free VM slot (its zone is the slot's host),
+and its machine spec carries the slot's shape, variables, template and host (as a
+value: the driver keeps no idea of its own of which cluster has which hosts; it
+reads the ready hosts from `contract.VirtHosts` when it lists).
 
 A group whose hosts are not ready waits (Blocked, "no virt host is ready yet"),
 and so does one with no free slot, with the reason saying what to add. Masters
@@ -12,32 +13,15 @@ from __future__ import annotations
 
 from collections import Counter
 
-from shoal.conductor.context import Provider
 from shoal.conductor.nodegroup.state import Pass
-from shoal.db.virthosts import VirtView
 from shoal.domain import virt
 from shoal.domain.model import ROLE_MASTER, Node
 from shoal.drivers.contract import (
     BlockedError,
     BlockedKind,
-    HostedDriver,
     VirtHost,
     VmShape,
 )
-
-
-def tell_hosts(provider: Provider, view: VirtView, default_provider: str) -> None:
-    """Give the hosted driver the cluster's ready hosts (before any call about them)."""
-    driver = provider.driver
-    if not isinstance(driver, HostedDriver):
-        return
-    hosts = [
-        VirtHost(
-            h.name, h.node_uuid, view.providers.get(h.group_uuid) or default_provider, h.address
-        )
-        for h in view.hosts
-    ]
-    driver.set_hosts(view.cluster_uuid, hosts)
 
 
 def assign(p: Pass, count: int, live: list[Node]) -> list[tuple[str, str]]:
@@ -75,6 +59,13 @@ def shape(p: Pass, node: Node) -> VmShape | None:
     slot = view.slot(node.vm_slot) if view is not None else None
     if view is None or slot is None:
         return None
+    on = next((h for h in view.hosts if h.name == node.availability_zone), None)
+    # Its group's provider ("" when the group names none: the deployment's default).
+    host = (
+        VirtHost(on.name, on.node_uuid, view.providers.get(on.group_uuid) or "", on.address)
+        if on is not None
+        else None
+    )
     return VmShape(
         slot=slot.key,
         vcpus=slot.cpu,
@@ -82,4 +73,5 @@ def shape(p: Pass, node: Node) -> VmShape | None:
         disk_gb=slot.disk_gib,
         variables=dict(slot.attributes),
         template=view.templates.get(slot.group_uuid),
+        host=host,
     )

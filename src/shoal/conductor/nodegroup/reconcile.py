@@ -1,4 +1,4 @@
-"""One pass over a batch of node groups: the phase list, and the only writer.
+"""One pass over a batch of node groups: the phase list, and where the pass's writes are applied.
 
 Skeleton (Cluster API style): list each group's machines in one driver call,
 load the snapshots, choose each group's path (reconcile, delete, or only
@@ -24,7 +24,6 @@ from shoal.conductor.guard import Guard
 from shoal.conductor.nodegroup import (
     act,
     delete,
-    hosted,
     observe,
     operate,
     rollout,
@@ -33,7 +32,7 @@ from shoal.conductor.nodegroup import (
     status,
 )
 from shoal.conductor.nodegroup.state import Pass, Path
-from shoal.db import outcomes, queue, snapshots, virthosts
+from shoal.db import outcomes, queue, snapshots, virthosts, writes
 from shoal.db.virthosts import VirtView
 from shoal.domain import status as st
 from shoal.domain.model import ROLE_VIRT
@@ -161,7 +160,7 @@ def commit_intent(ctx: Context, passes: list[Pass], now: datetime) -> None:
     for p in passes:
         for uid in p.nodes.keys() & ids.keys():
             p.nodes[uid] = replace(p.nodes[uid], id=ids[uid])
-        p.w = outcomes.GroupWrite()
+        p.w = writes.GroupWrite()
 
 
 def _listing(
@@ -183,14 +182,11 @@ def _listing(
 
 
 def _virt_hosts(ctx: Context, name: str, ng_uuid: str) -> VirtView | None:
-    """For a group on a hosted provider: its cluster's virt hosts, told to the driver."""
+    """For a group on a hosted provider: its cluster's virt hosts."""
     provider = ctx.provider(name)
     if provider is None or not provider.hosted:
         return None
-    view = virthosts.load(ctx.db, ng_uuid)
-    if view is not None:
-        hosted.tell_hosts(provider, view, ctx.default_provider)
-    return view
+    return virthosts.load(ctx.db, ng_uuid)
 
 
 def unconfigured(ctx: Context, name: str) -> str:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from shoal.db import outcomes, snapshots
+from shoal.db import snapshots, writes
 from shoal.db.virthosts import VirtView
 from shoal.domain import conditions as cond
 from shoal.domain import health
@@ -48,7 +48,7 @@ class Pass:
     memory: health.GroupMemory  # what the conductor remembers, as this pass changes it
     path: Path = Path.RECONCILE
     listing_error: TransientError | None = None
-    w: outcomes.GroupWrite = field(default_factory=outcomes.GroupWrite)
+    w: writes.GroupWrite = field(default_factory=writes.GroupWrite)
     to_ensure: list[str] = field(default_factory=list)  # node uuids
     to_delete: list[str] = field(default_factory=list)  # machine ids
     errors: list[DriverError] = field(default_factory=list)
@@ -148,7 +148,7 @@ class Pass:
         self, reason: str, message: str, *, warning: bool = False, node: str | None = None
     ) -> None:
         self.w.events.append(
-            outcomes.EventIn(
+            writes.EventIn(
                 reason, message, "Warning" if warning else "Normal", self.snap.group.uuid, node
             )
         )

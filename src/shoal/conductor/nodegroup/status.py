@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 
 from shoal.conductor.context import Context
 from shoal.conductor.nodegroup.state import Pass
-from shoal.db import outcomes
+from shoal.db import writes
 from shoal.domain import conditions as cond
 from shoal.domain import health
 from shoal.domain import status as st
@@ -128,7 +128,7 @@ def conclude(ctx: Context, p: Pass, permanent: str | None = None) -> None:
     if nxt is not None and p.look_again_by is not None:
         nxt = min(nxt, max(p.look_again_by, now))
     memory = p.memory.to_json() if p.memory != p.snap.memory else None
-    p.w.status = outcomes.StatusWrite(
+    p.w.status = writes.StatusWrite(
         g.generation,
         new_status,
         reason,
@@ -314,7 +314,7 @@ def listing_failed(ctx: Context, p: Pass) -> None:
         delay = max(delay, exc.retry_after)
     if attempts == 1:  # one event when it starts, not one per attempt
         p.event("Retrying", f"listing machines failed: {exc.reason}", warning=True)
-    p.w.status = outcomes.StatusWrite(
+    p.w.status = writes.StatusWrite(
         g.generation,
         g.status,
         reason,
@@ -329,6 +329,6 @@ def listing_failed(ctx: Context, p: Pass) -> None:
 def resting(p: Pass) -> None:
     """A FAILED group with no new desired state: nothing to do until a retry."""
     g = p.snap.group
-    p.w.status = outcomes.StatusWrite(
+    p.w.status = writes.StatusWrite(
         g.generation, g.status, g.status_reason, g.conditions, True, None
     )

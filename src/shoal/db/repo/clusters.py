@@ -61,6 +61,11 @@ def find_changeable_row(session: Session, scope: Scope, ident: str) -> ClusterRo
     return row
 
 
+def by_uuid(session: Session, uuid: str) -> ClusterRow | None:
+    """The cluster whose uuid is `uuid`, in any project, deleting or not."""
+    return session.scalars(select(ClusterRow).where(ClusterRow.uuid == uuid)).first()
+
+
 def get(session: Session, scope: Scope, ident: str) -> m.Cluster:
     return convert.cluster_from_row(find_row(session, scope, ident))
 

@@ -209,3 +209,15 @@ def targets(session: Session, cluster_uuid: str, ident: str | None) -> list[Node
         for g in of_cluster(session, cluster_uuid)
         if not g.deleting
     ]
+
+
+def any_exists(session: Session, uuids: set[str]) -> bool:
+    """Whether a node group has one of `uuids`."""
+    found = session.scalar(select(NodeGroupRow.uuid).where(NodeGroupRow.uuid.in_(uuids)))
+    return found is not None
+
+
+def names_in(session: Session, cluster_uuid: str) -> set[str]:
+    """The names the node groups of a cluster have taken."""
+    query = select(NodeGroupRow.name).where(NodeGroupRow.cluster_uuid == cluster_uuid)
+    return set(session.scalars(query))

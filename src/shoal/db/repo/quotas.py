@@ -8,6 +8,7 @@ from sqlalchemy.orm import Session
 from shoal.db.engine import xact_lock
 from shoal.db.tables import QuotaRow
 from shoal.db.types import utcnow
+from shoal.domain.fleet import Quota
 
 CLUSTER = "Cluster"
 
@@ -53,3 +54,39 @@ def upsert(session: Session, project_id: str, resource: str, hard_limit: int) ->
 def remove(session: Session, row: QuotaRow) -> None:
     session.delete(row)
     session.flush()
+
+
+def value(row: QuotaRow) -> Quota:
+    return Quota(
+        project_id=row.project_id,
+        resource=row.resource,
+        hard_limit=row.hard_limit,
+        id=row.id,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def get(session: Session, project_id: str, resource: str) -> Quota | None:
+    """The stored quota, as a value."""
+    row = find(session, project_id, resource)
+    return value(row) if row is not None else None
+
+
+def listed(session: Session, project_id: str | None = None) -> list[Quota]:
+    """Every stored quota (of one project when named), as values, oldest first."""
+    return [value(r) for r in all_rows(session, project_id)]
+
+
+def put(session: Session, project_id: str, resource: str, hard_limit: int) -> Quota:
+    """Create or change a quota; the stored value."""
+    return value(upsert(session, project_id, resource, hard_limit))
+
+
+def delete(session: Session, project_id: str, resource: str) -> bool:
+    """Remove a quota; False when there was none."""
+    row = find(session, project_id, resource)
+    if row is None:
+        return False
+    remove(session, row)
+    return True

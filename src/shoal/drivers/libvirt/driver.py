@@ -19,7 +19,7 @@ import dataclasses
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 from typing import Any
 
@@ -35,20 +35,19 @@ from shoal.drivers.contract import (
     MachineState,
     PermanentError,
     TransientError,
-    VirtHost,
 )
 from shoal.drivers.libvirt import errors, facts, placement, template, volumes
 from shoal.drivers.libvirt import seed as nocloud
 from shoal.drivers.libvirt.facts import XMLNS, Meta
 from shoal.drivers.libvirt.hosts import Hosts
 from shoal.drivers.libvirt.listing import Looker, Seen
-from shoal.settings import LibvirtFlavor, LibvirtHostSettings, LibvirtImage, LibvirtSettings
+from shoal.drivers.libvirt.settings import (
+    LibvirtFlavor,
+    LibvirtImage,
+    LibvirtSettings,
+)
 
 FEATURES = frozenset({Feature.REBOOT, Feature.REBUILD})
-# Hosted (uri_template): machines are VMs of the clusters' virt hosts, sized by their
-# slots. No rebuild: a VM's template and variables are its virt group's, which the
-# driver does not keep; the repair ladder goes from reboot to replace.
-HOSTED_FEATURES = frozenset({Feature.REBOOT, Feature.HOSTED})
 # A domain shoal defined but that does not run yet (its start is on its way) reads as
 # BUILDING this long, then as ERROR: nothing shut it down on shoal's behalf.
 START_GRACE_S = 120.0
@@ -81,20 +80,38 @@ class LibvirtDriver:
         self._host_locks = {h: threading.Lock() for h in self.hosts.names}  # rebuilds
         self._machine_locks: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
-        self.hosted = bool(settings.uri_template)
-        self._clusters: dict[str, tuple[str, ...]] = {}  # hosted: cluster -> its hosts
 
-    def set_hosts(self, cluster_id: str, hosts: Sequence[VirtHost]) -> None:
-        """Hosted: the ready virt hosts of cluster `cluster_id`, each reached at the
-        provider's uri_template. No I/O (a host's size is read on first use)."""
-        template = self.settings.uri_template or ""
-        for h in hosts:
-            uri = template.format(name=h.name, address=h.address or "")
-            self.hosts.add(LibvirtHostSettings(name=h.name, uri=uri))
-            with self._lock:
-                self._host_locks.setdefault(h.name, threading.Lock())
-        with self._lock:
-            self._clusters[cluster_id] = tuple(h.name for h in hosts)
+    features = FEATURES
+
+    # ------------------------------------------------------------------ the hosts
+    # Where the machines are: the provider's hosts. The hosted driver (hosted.py)
+    # overrides these with the virt hosts of the clusters.
+    def _host_names(self, cluster_id: str | None = None) -> tuple[str, ...]:
+        """The hosts to look on (of the machines of cluster `cluster_id`, when named)."""
+        return self.hosts.names
+
+    def _size(self, spec: MachineSpec) -> list[str]:
+        """What is wrong with the machine's size and zone, from the settings."""
+        problems = []
+        if spec.flavor_id not in self.flavors:
+            known = ", ".join(self.flavors)
+            problems.append(f"flavor {spec.flavor_id!r} does not exist (flavors: {known})")
+        az = spec.availability_zone
+        if az is not None and az not in self.hosts.settings:
+            known = ", ".join(self.hosts.names)
+            problems.append(f"availability zone {az!r} is not a host of this provider ({known})")
+        return problems
+
+    def _target(self, spec: MachineSpec) -> None:
+        """Ready the machine's host before it is made (the hosted driver reaches it)."""
+
+    def _measure(self, host: str) -> None:
+        """Learn the host's size when the settings do not give it (hosted: from the host)."""
+
+    def _foreign(self, meta: Meta, host: str) -> bool:
+        """A domain listed on `host` that is another host's (virt hosts sharing one
+        libvirtd, in tests): not the provider's hosts, which never share one."""
+        return False
 
     # ------------------------------------------------------------------ contract
     def capabilities(self) -> Capabilities:
@@ -103,14 +120,14 @@ class LibvirtDriver:
             availability_zones=self.hosts.names,
             flavors=tuple(self.flavors),
             images=tuple(self.images),
-            features=HOSTED_FEATURES if self.hosted else FEATURES,
+            features=self.features,
             zones_are_targets=True,
         )
 
     def check(self) -> Capabilities:
         """Reach every host and find the network and pool there. TransientError naming
         the first host that cannot serve (unreachable, or missing network or pool)."""
-        for host in self.hosts.names:
+        for host in self._host_names():
             try:
                 self.hosts.call(host, self._check_host)
             except PermanentError as exc:
@@ -124,17 +141,10 @@ class LibvirtDriver:
 
     def validate(self, spec: MachineSpec) -> list[str]:
         """Unknown flavor, image, host or option; from the settings, never raises."""
-        problems = []
-        if not self.hosted and spec.flavor_id not in self.flavors:
-            known = ", ".join(self.flavors)
-            problems.append(f"flavor {spec.flavor_id!r} does not exist (flavors: {known})")
+        problems = self._size(spec)
         if spec.image_id not in self.images:
             known = ", ".join(self.images) or "none configured"
             problems.append(f"image {spec.image_id!r} does not exist (images: {known})")
-        az = spec.availability_zone
-        if az is not None and az not in self.hosts.settings and not self.hosted:
-            known = ", ".join(self.hosts.names)
-            problems.append(f"availability zone {az!r} is not a host of this provider ({known})")
         for key in sorted(spec.options):
             problems.append(f"option {key!r} is not an option of the libvirt driver (it has none)")
         return problems
@@ -146,17 +156,7 @@ class LibvirtDriver:
         problems = self.validate(spec)
         if problems:
             raise PermanentError("; ".join(problems))
-        if self.hosted and spec.vm is None:
-            raise PermanentError(
-                "a machine of this provider is a VM of a virt host: the node group needs a "
-                "VM slot (vms of a role=virt group of its cluster)"
-            )
-        if self.hosted and spec.availability_zone not in self.hosts.settings:
-            raise BlockedError(
-                f"No valid host was found: virt host {spec.availability_zone} is not ready",
-                BlockedKind.NO_VALID_HOST,
-                az=spec.availability_zone,
-            )
+        self._target(spec)
         with self._machine(spec.machine_id):
             found = self._find(spec.machine_id, spec.availability_zone)
             if found is None:
@@ -178,7 +178,7 @@ class LibvirtDriver:
         with self._machine(machine_id):
             try:
                 found = self._find(machine_id, None)
-                targets = [found[0]] if found else list(self.hosts.names)
+                targets = [found[0]] if found else list(self._host_names())
                 if found is not None:
                     self.hosts.call(found[0], lambda _c: _destroy_and_undefine(found[1]))
                 pool = self.settings.pool
@@ -196,12 +196,7 @@ class LibvirtDriver:
         """shoal's machines whose tags include `tags`: one listing per host (plus one
         lease table per host while machines wait for an address). TransientError."""
         out: list[Machine] = []
-        hosts = self.hosts.names
-        if self.hosted:  # only the cluster's virt hosts (all known, without a cluster)
-            with self._lock:
-                cluster = self._clusters.get(tags.get(TAG_CLUSTER, ""))
-            hosts = cluster if cluster is not None else hosts
-        for host in hosts:
+        for host in self._host_names(tags.get(TAG_CLUSTER)):
             seen = self.looker.look(host)
             use = placement.use_of(((s.facts, s.running) for s in seen), self.flavors)
             with self._lock:
@@ -212,8 +207,8 @@ class LibvirtDriver:
                     continue  # not shoal's, or another deployment's
                 if any(meta.tags.get(k) != v for k, v in tags.items()):
                     continue
-                if self.hosted and meta.host and meta.host != host:
-                    continue  # virt hosts sharing one libvirtd (tests): each its own VMs
+                if self._foreign(meta, host):
+                    continue
                 with self._lock:
                     self._where[s.facts.uuid] = host
                 out.append(self._as_machine(host, s, self.looker.address(host, s)))
@@ -300,8 +295,7 @@ class LibvirtDriver:
                 host = chosen
             else:
                 host = spec.availability_zone
-                if self.hosted:  # a virt host's size, from the host, once
-                    self.hosts.measure(host, self.settings.cpu_allocation_ratio)
+                self._measure(host)
                 refused = self._refusal(host, flavor, group, strict, self._use(host))
                 if refused is not None:
                     fresh = self._use(host, fresh=True)
@@ -459,7 +453,7 @@ class LibvirtDriver:
         except ValueError:
             return None
         first = [h for h in (self._where.get(machine_id), prefer) if h in self.hosts.settings]
-        order = list(dict.fromkeys([*first, *self.hosts.names]))
+        order = list(dict.fromkeys([*first, *self._host_names()]))
         for host in order:
             try:
                 dom = self.hosts.call(

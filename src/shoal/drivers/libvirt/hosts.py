@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from shoal.drivers.contract import TransientError
 from shoal.drivers.libvirt import errors
-from shoal.settings import LibvirtHostSettings
+from shoal.drivers.libvirt.settings import LibvirtHostSettings
 
 T = TypeVar("T")
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from shoal.drivers.libvirt.facts import Facts
-from shoal.settings import LibvirtFlavor, LibvirtHostSettings
+from shoal.drivers.libvirt.settings import LibvirtFlavor, LibvirtHostSettings
 
 
 @dataclass(frozen=True)

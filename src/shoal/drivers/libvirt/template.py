@@ -22,7 +22,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 from shoal.domain import bootstrap, vmtemplate, xmlallow, xmlrender
 from shoal.drivers.contract import MachineSpec, PermanentError
-from shoal.settings import LibvirtFlavor, LibvirtImage, LibvirtSettings
+from shoal.drivers.libvirt.settings import LibvirtFlavor, LibvirtImage, LibvirtSettings
 
 FRAGMENTS = vmtemplate.FRAGMENTS
 # x86's COMMAND_LINE_SIZE: a longer kernel command line is cut by the kernel.

@@ -39,7 +39,7 @@ from shoal.drivers.openstack.identity import DEPLOYMENT, Identity, Scope
 from shoal.drivers.openstack.ledger import Ledger
 from shoal.drivers.openstack.nova import Compute
 from shoal.drivers.openstack.servergroups import ServerGroups
-from shoal.settings import OpenStackSettings
+from shoal.drivers.openstack.settings import OpenStackSettings
 
 log = logging.getLogger(__name__)
 

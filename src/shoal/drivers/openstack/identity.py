@@ -28,7 +28,8 @@ from openstack.config import cloud_region, loader
 from openstack.connection import Connection
 
 from shoal.drivers.contract import Delegations
-from shoal.settings import OpenStackSettings, SettingsError
+from shoal.drivers.openstack.settings import OpenStackSettings
+from shoal.settings import SettingsError
 
 TRUST_KIND = "keystone-trust"
 # Auth options of a clouds.yaml entry that scope a token; a trust scopes it instead.

@@ -17,7 +17,7 @@ from typing import Any
 
 from shoal.domain.errors import Invalid
 from shoal.drivers.sim import catalog
-from shoal.settings import SimSettings
+from shoal.drivers.sim.settings import SimSettings
 
 DEFAULT_AZ_CORES = 1_000_000
 # Fields copied from SimSettings; when a process opens the world with settings

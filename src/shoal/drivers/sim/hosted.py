@@ -8,8 +8,7 @@ exactly as the libvirt driver renders it, and kept with the VM (`vms.py`).
 from __future__ import annotations
 
 import hashlib
-import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
@@ -23,6 +22,7 @@ from shoal.drivers.contract import (
     MachineSpec,
     PermanentError,
     VirtHost,
+    VirtHosts,
 )
 from shoal.drivers.sim import catalog
 from shoal.drivers.sim.driver import SimDriver, _edge
@@ -36,20 +36,14 @@ XMLNS = "https://shoal.dev/xmlns/1"
 class HostedSimDriver(SimDriver):
     """The `sim` driver with `hosted: true`: machines are VMs on virt hosts."""
 
-    def __init__(self, world: SimWorld) -> None:
+    def __init__(self, world: SimWorld, virt_hosts: VirtHosts) -> None:
         super().__init__(world)
         self.features = FEATURES
-        self._hosts: dict[str, dict[str, VirtHost]] = {}  # cluster -> host name -> host
-        self._lock = threading.Lock()
-
-    def set_hosts(self, cluster_id: str, hosts: Sequence[VirtHost]) -> None:
-        with self._lock:
-            self._hosts[cluster_id] = {h.name: h for h in hosts}
+        self.virt_hosts = virt_hosts
 
     def capabilities(self) -> Capabilities:
-        """The hosts' names are the zones (of every cluster this process knows)."""
-        with self._lock:
-            zones = sorted({n for hosts in self._hosts.values() for n in hosts})
+        """The hosts' names are the zones (the ready hosts of every cluster)."""
+        zones = sorted({h.name for h in self.virt_hosts.ready()})
         return Capabilities(
             availability_zones=tuple(zones),
             flavors=(),
@@ -79,8 +73,10 @@ class HostedSimDriver(SimDriver):
                 "a machine of this provider is a VM of a virt host: the node group needs a "
                 "VM slot (vms of a role=virt group of its cluster)"
             )
-        with self._lock:
-            host = self._hosts.get(spec.cluster_id, {}).get(spec.availability_zone or "")
+        host = spec.vm.host
+        if host is None or host.name != spec.availability_zone:
+            ready = self.virt_hosts.ready(spec.cluster_id)
+            host = next((h for h in ready if h.name == spec.availability_zone), None)
         if host is None:
             raise BlockedError(
                 f"No valid host was found: virt host {spec.availability_zone} is not ready",

@@ -18,8 +18,8 @@ import time
 from multiprocessing.managers import BaseManager
 from typing import Any
 
+from shoal.drivers.sim.settings import SimSettings
 from shoal.drivers.sim.world import SimWorld
-from shoal.settings import SimSettings
 
 _WATCH_S = 0.5  # how often the child checks that its parent is alive
 

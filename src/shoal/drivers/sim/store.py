@@ -21,7 +21,7 @@ from shoal.drivers.sim import tables
 from shoal.drivers.sim.clock import Clock, SystemClock
 from shoal.drivers.sim.config import SETTINGS_FIELDS, Quota, SimConfig
 from shoal.drivers.sim.faults import FaultKind, FaultRule, Op
-from shoal.settings import SimSettings
+from shoal.drivers.sim.settings import SimSettings
 
 
 class Snapshot(NamedTuple):

@@ -1,4 +1,12 @@
-"""What the contract suite needs from a driver under test: the `DriverHarness`."""
+"""What the driver contract suite (tests/contract) needs from a driver under test.
+
+A driver package ships its harnesses (`testing.HARNESSES`, named by its
+`DriverKind.contract`): each makes a `DriverHarness` (the driver, a way to let
+time pass, names of a flavor, image and zone it knows, how to provoke each error
+class). The suite runs against every harness of every registered kind, as
+httpx's transport seam ships with its own fake: a driver proves the contract
+with its package, not with edits to the suite.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +14,7 @@ import enum
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from shoal.drivers import contract
 from shoal.drivers.contract import Machine, MachineSpec, MachineState
@@ -18,6 +27,15 @@ class Provocation(enum.Enum):
     NO_VALID_HOST = "no_valid_host"  # ensure_machine raises BlockedError(NO_VALID_HOST, az)
     NO_VALID_HOST_ASYNC = "no_valid_host_async"  # the machine ends in ERROR, fault_kind NVH
     TRANSIENT = "transient"  # ensure_machine raises TransientError with a retry_after hint
+
+
+class Unsupported(Exception):
+    """A provocation this driver cannot make (the suite skips that check, with why)."""
+
+
+class Unavailable(Exception):
+    """This machine lacks what the harness needs (a library, a daemon): the suite
+    skips, or fails under CI where `./run test` installs it."""
 
 
 # provoke(kind, spec) -> the spec to pass to ensure_machine so that it fails that way
@@ -72,3 +90,13 @@ class DriverHarness:
                 raise AssertionError(f"{machine_id} stayed {m and m.state}, wanted {states}")
             self.advance(step)
             waited += step
+
+
+@dataclass(frozen=True)
+class ContractHarness:
+    """One way to run the contract suite against a driver: `make(tmp_path)` builds the
+    harness (raising Unavailable when it cannot here); `marks` name pytest markers
+    (libvirt, postgres) that select or deselect its tests."""
+
+    make: Callable[[Path], DriverHarness]
+    marks: tuple[str, ...] = ()
