@@ -26,6 +26,7 @@ from shoal.drivers.sim.world import SimWorld
 from shoal.settings import SimSettings
 from tests.contract.harness import DriverHarness, Provocation, Provoke
 from tests.contract.libvirt_factory import libvirt_factory
+from tests.contract.local_factory import local_factory
 from tests.support.databases import throwaway_pg
 from tests.support.openstack_cloud import OPENSTACK_MARKS, openstack_cloud
 
@@ -107,11 +108,13 @@ FACTORIES: dict[str, Callable[[Path, pytest.FixtureRequest], DriverHarness]] = {
     "sim-postgresql": lambda tmp_path, _: sim_postgresql_factory(tmp_path),
     "libvirt": lambda tmp_path, _: libvirt_factory(tmp_path),  # libvirt's test driver
     "openstack": openstack_factory,
+    "local": lambda tmp_path, _: local_factory(tmp_path),  # namespace machines (root)
 }
 MARKS = {
     "sim-postgresql": [pytest.mark.postgres],
     "libvirt": [pytest.mark.libvirt],
     "openstack": OPENSTACK_MARKS,
+    "local": [pytest.mark.kubernetes],
 }
 
 

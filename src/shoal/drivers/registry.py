@@ -131,4 +131,9 @@ def _open(
         except SettingsError as exc:
             raise SettingsError(f"provider {ps.name!r}: {exc}") from exc
         return Provider(ps, driver, close=close)
+    if ps.driver == "local":
+        from shoal.drivers.local import open_provider as open_local
+
+        driver, close = open_local(ps.options)
+        return Provider(ps, driver, close=close)
     raise ValueError(f"provider {ps.name!r}: driver {ps.driver!r} is not available")

@@ -1,65 +1,9 @@
-"""The local driver's settings (a provider's `settings:` with `driver: local`)."""
+"""The local driver's settings: `LocalSettings` (a provider's `settings:` with
+`driver: local`) and `PreloadImage`. They are defined in shoal.settings for now, where
+the config file's reader finds every driver's settings class."""
 
 from __future__ import annotations
 
-import ipaddress
-import re
-from dataclasses import dataclass
+from shoal.settings import LocalSettings, PreloadImage
 
-from shoal.settings import _opt
-
-BRIDGE_NAME = re.compile(r"^[a-z][a-z0-9-]{0,14}$")
-
-
-@dataclass(frozen=True)
-class PreloadImage:
-    """An OCI archive imported into each machine's containerd (namespace k8s.io) once
-    containerd runs there, and the further names it is tagged with."""
-
-    archive: str = _opt("", "path of an OCI image archive on the shoal host")
-    names: tuple[str, ...] = _opt((), "further references to tag it with (e.g. the pause image)")
-
-
-@dataclass(frozen=True)
-class LocalSettings:
-    """Namespace machines on the shoal host itself (driver `local`): each machine is a
-    set of Linux namespaces whose root is the host's file system seen through overlays,
-    with its own address on a bridge. Root only; see docs/drivers.md."""
-
-    state_dir: str = _opt(
-        "/var/lib/shoal/local", "where each machine's directory and the address leases live"
-    )
-    bridge: str = _opt("shoal-local0", "the host bridge machines join (made if missing)")
-    subnet: str = _opt(
-        "10.216.0.0/24", "machines' addresses; the host takes the first on the bridge"
-    )
-    kubernetes_bin: str = _opt(
-        "", "directory of Kubernetes programs shown at /usr/local/bin in every machine"
-    )
-    agent: str = _opt(
-        "", "the shoal-agent program shown at /usr/local/bin (default: next to shoal's Python)"
-    )
-    preload: tuple[PreloadImage, ...] = _opt((), "images each machine's containerd starts with")
-    flavors: tuple[str, ...] = _opt(("local",), "flavor names (machines are not sized)")
-    images: tuple[str, ...] = _opt(("host",), "image names (every machine runs the host's)")
-    zone: str = _opt("local", "the one availability zone")
-
-    def problems(self) -> list[str]:
-        """What is wrong with these settings, each as `key: message` (key relative)."""
-        out: list[str] = []
-        if not BRIDGE_NAME.match(self.bridge):
-            out.append(f"bridge: {self.bridge!r} is not an interface name (a-z0-9-, 1-15)")
-        try:
-            net = ipaddress.ip_network(self.subnet)
-            if net.version != 4 or net.num_addresses < 4:
-                out.append(f"subnet: {self.subnet} must be an IPv4 range of 4 addresses or more")
-        except ValueError as exc:
-            out.append(f"subnet: {exc}")
-        if not self.state_dir.startswith("/"):
-            out.append(f"state_dir: {self.state_dir!r} must be an absolute path")
-        for i, p in enumerate(self.preload):
-            if not p.archive:
-                out.append(f"preload[{i}].archive: a path is required")
-        if not self.flavors or not self.images or not self.zone:
-            out.append("flavors, images, zone: at least one name each")
-        return out
+__all__ = ["LocalSettings", "PreloadImage"]

@@ -112,7 +112,7 @@ def start(directory: Path, record: Record, env: dict[str, str]) -> subprocess.Po
     return once the init has made its mounts (`init.ready`)."""
     (directory / "log").mkdir(parents=True, exist_ok=True)
     procs = hostops.make_cgroups(record.cgroup_root)
-    join = "for f in \"$@\"; do echo $$ > \"$f\"; done; exec unshare " + " ".join(
+    join = 'for f in "$@"; do echo $$ > "$f"; done; exec unshare ' + " ".join(
         [
             "--pid",
             "--fork",
