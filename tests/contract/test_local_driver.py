@@ -4,6 +4,7 @@ delete leaves nothing on the host, and real cloud-init runs the user data."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -81,13 +82,19 @@ def test_real_cloud_init_runs_the_user_data(settings: LocalSettings) -> None:
 def test_addresses_are_leased_lowest_first_and_never_shared(settings: LocalSettings) -> None:
     d = LocalDriver(settings)
     base = settings.subnet.rsplit(".", 1)[0]
-    a, b = spec("a-1"), spec("b-1")
-    assert d.reserve_address("c", a.machine_id) == f"{base}.2"
-    assert d.reserve_address("c", a.machine_id) == f"{base}.2"  # held: the same
-    assert d.ensure_machine(b).address == f"{base}.3"
-    assert d.ensure_machine(a).address == f"{base}.2"  # the reserved one
-    d.delete_machine(a.machine_id)
-    assert d.reserve_address("c", "other") == f"{base}.2"  # free again once deleted
+    worker, master = spec("w-1"), dataclasses.replace(spec("m-1"), role="master")
+    assert d.reserve_address("c") == f"{base}.2"
+    assert d.reserve_address("c") == f"{base}.2"  # held: the same
+    assert d.ensure_machine(worker).address == f"{base}.3"
+    assert d.ensure_machine(master).address == f"{base}.2"  # the cluster's API address
+    again = dataclasses.replace(spec("m-2"), role="master")
+    assert d.ensure_machine(again).address == f"{base}.4"  # taken: an address of its own
+    d.delete_machine(master.machine_id)
+    assert d.reserve_address("c") == f"{base}.2"  # back to the cluster, not free
+    assert d.ensure_machine(spec("w-2")).address == f"{base}.5"
+    d.release_cluster("p", "c")
+    d.delete_machine(worker.machine_id)
+    assert d.ensure_machine(spec("w-3")).address == f"{base}.2"  # lowest free again
 
 
 def test_machines_outlive_a_killed_shoal_and_are_adopted(

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from shoal.drivers.contract import (
     Capabilities,
+    Feature,
     Machine,
     MachineSpec,
     MachineState,
@@ -32,6 +33,7 @@ from shoal.drivers.local.hostops import MachineError
 # A machine whose init has not started this long after its record was written (a shoal
 # killed mid-create) is reported in ERROR, so the conductor replaces it.
 START_GRACE = 120.0
+ROLE_MASTER = "master"
 
 
 class LocalDriver:
@@ -47,6 +49,7 @@ class LocalDriver:
             availability_zones=(settings.zone,),
             flavors=tuple(settings.flavors),
             images=tuple(settings.images),
+            features=frozenset({Feature.RELEASE}),
         )
 
     # -- facts ---------------------------------------------------------------------
@@ -120,12 +123,16 @@ class LocalDriver:
             fcntl.flock(lock, fcntl.LOCK_EX)
             yield
 
-    def reserve_address(self, cluster_id: str, machine_id: str) -> str:
-        """The address machine `machine_id` will have, held from now on (before it is
-        made: the API address of a cluster whose first master it is)."""
-        del cluster_id
+    def reserve_address(self, cluster_id: str) -> str:
+        """Cluster `cluster_id`'s API address, known before its first master is made:
+        held for the cluster; the cluster's first master machine gets it (and a master
+        made once that one is deleted), until `release_cluster`."""
         with self._locked():
-            return self.leases.take(machine_id)
+            return self.leases.reserve(cluster_id)
+
+    def release_cluster(self, project_id: str, cluster_id: str) -> None:
+        with self._locked():
+            self.leases.release_cluster(cluster_id)
 
     def ensure_machine(self, spec: MachineSpec) -> Machine:
         problems = self.validate(spec)
@@ -141,7 +148,8 @@ class LocalDriver:
                 if found.deleting:
                     raise TransientError(f"machine {spec.machine_id} is being deleted")
                 return self._machine(found)
-            address = self.leases.take(spec.machine_id)
+            master = spec.role == ROLE_MASTER
+            address = self.leases.take(spec.machine_id, spec.cluster_id if master else None)
             record = machines.Record(
                 machine_id=spec.machine_id,
                 name=spec.name or spec.machine_id,
