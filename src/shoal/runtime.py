@@ -133,6 +133,7 @@ def build_runtime(settings: Settings, *, with_conductor: bool | None = None) -> 
     runtime = Runtime(settings=settings, db=db, providers=providers, auth=authenticator)
     api_url = settings.public_url or f"http://{settings.host}:{settings.port}"
     if settings.conductor if with_conductor is None else with_conductor:
+        from shoal.conductor.kube_secrets import KubeSecrets
         from shoal.conductor.loop import Conductor
 
         # node agents' tokens derive from the deployment's key
@@ -143,6 +144,7 @@ def build_runtime(settings: Settings, *, with_conductor: bool | None = None) -> 
             api_url=api_url,
             node_token=sealer().node_token,
             delegations=delegations,
+            kube_secrets=KubeSecrets(db, sealer),
         )
     for p in providers.values():
         if p.world is not None and getattr(p.settings.options, "agents", False):
