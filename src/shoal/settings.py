@@ -369,6 +369,9 @@ class LocalSettings:
     flavors: tuple[str, ...] = _opt(("local",), "flavor names (machines are not sized)")
     images: tuple[str, ...] = _opt(("host",), "image names (every machine runs the host's)")
     zone: str = _opt("local", "the one availability zone")
+    agents: bool = _opt(
+        True, "its machines run shoal-agent (shown at /usr/local/bin): a silent one is unhealthy"
+    )
 
     def problems(self) -> list[str]:
         """What is wrong with these settings, each as `key: message` (key relative)."""
