@@ -221,6 +221,15 @@ def test_a_cluster_made_by_shoal_runs_kubernetes(
         )
         machines_dir = Path(ctx["settings"].state_dir) / "machines"
         assert len(list(machines_dir.iterdir())) == 2
+        from shoal.drivers.local import LocalDriver
+
+        driver = LocalDriver(ctx["settings"])
+        for m in driver.list_machines({}):
+            rss = hostops.rss_kib(driver.pids(m.machine_id))
+            top = ", ".join(
+                f"{k} {v // 1024}" for k, v in sorted(rss.items(), key=lambda i: -i[1])[:6]
+            )
+            print(f"{m.name} ({m.tags['shoal-role']}): RSS {sum(rss.values()) // 1024} MiB ({top})")
 
         shoal.coe("cluster", "delete", "demo", json_out=False)
 

@@ -16,6 +16,7 @@ from shoal.db.types import utcnow
 from shoal.domain import derived, entries, jsonpatch, merge, policy, specs
 from shoal.domain import model as m
 from shoal.domain import validation as v
+from shoal.domain.bootstrap import versions
 from shoal.domain.errors import Invalid, QuotaExceeded, Unsupported
 from shoal.services import providers as zones_of
 from shoal.services import resize, sources, vm_templates
@@ -83,6 +84,7 @@ def create(
         if ct_name is not None:
             attrs[merge.SOURCE_TEMPLATE_NAME] = ct_name
         attrs["coe_version"] = derived.coe_version(attrs)
+        versions.check_attrs(attrs)  # a Kubernetes version shoal can install, or a clear 400
         attrs["cluster_distro"] = derived.cluster_distro(attrs)
         resolved = sources.resolve_all(s, caller.scope, given)
         plans = merge.plan_groups(

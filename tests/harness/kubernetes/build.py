@@ -60,6 +60,7 @@ APT_PACKAGES = (
     "libc6-dev",
     "iproute2",
     "util-linux",
+    "cloud-init",  # runs the user data in the local driver's machines (shoal.drivers.local)
 )
 # Local names: containerd never pulls them (imagePullPolicy: Never; sandbox_image set).
 PAUSE_IMAGE = f"shoal.local/pause:{PAUSE_VERSION}"
