@@ -235,3 +235,30 @@ def test_upgrade_moves_groups_to_the_template_image(api: Api) -> None:
     assert all(
         x["version"] == "v1.20.2" and x["status"] == "UPDATE_IN_PROGRESS" for x in g.values()
     )
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/clustertemplates", {"name": "t", "coe": "kubernetes", "image_id": "fedora-coreos-40",
+                               "labels": {"kube_tag": "v1.30"}}, "kube_tag"),
+        ("/clustertemplates", {"name": "t", "coe": "kubernetes", "image_id": "fedora-coreos-40",
+                               "coe_version": "v1.29.0"}, "coe_version"),
+        ("/clusters", {"name": "c", "image_id": "fedora-coreos-40", "flavor_id": "m1.small",
+                       "labels": {"kube_tag": "v1.31.0"}}, "kube_tag"),
+    ],
+)  # fmt: skip
+def test_a_version_shoal_cannot_install_is_refused(
+    api: Api, path: str, body: dict[str, object], field: str
+) -> None:
+    r = api.client.post(path, json=body)
+    assert r.status_code == 400, r.text
+    (err,) = r.json()["errors"]
+    assert f"{field} " in err["detail"] and "supported: v1.20.2" in err["detail"]
+    assert api.ok("GET", "/clustertemplates")["clustertemplates"] == []
+    assert api.ok("GET", "/clusters")["clusters"] == []
+
+
+def test_the_supported_version_is_accepted_either_way_it_is_written(api: Api) -> None:
+    assert api.template(name="a", labels={"kube_tag": "1.20.2"})["labels"] == {"kube_tag": "1.20.2"}
+    assert api.template(name="b", coe_version="v1.20.2")["coe_version"] == "v1.20.2"

@@ -83,8 +83,8 @@ def create(
         attrs = merge.cluster_attrs(base, request_attrs)
         if ct_name is not None:
             attrs[merge.SOURCE_TEMPLATE_NAME] = ct_name
-        attrs["coe_version"] = derived.coe_version(attrs)
         versions.check_attrs(attrs)  # a Kubernetes version shoal can install, or a clear 400
+        attrs["coe_version"] = derived.coe_version(attrs)
         attrs["cluster_distro"] = derived.cluster_distro(attrs)
         resolved = sources.resolve_all(s, caller.scope, given)
         plans = merge.plan_groups(
