@@ -1,6 +1,6 @@
 """A node's Kubernetes bootstrap data (docs/kubernetes.md), rendered where it can be:
 a cluster whose coe is kubernetes, on a provider that says the cluster's API address
-before its first master exists (`AddressReservingDriver`: the local driver), when the
+before its first master exists (`contract.AddressReservingDriver`: the local driver), when the
 conductor has the clusters' secrets. Elsewhere nodes get their identity and the node
 agent only (`bootstrap.user_data`), as before.
 
@@ -17,7 +17,7 @@ from shoal.domain import bootstrap
 from shoal.domain.bootstrap import ClusterSecrets, versions
 from shoal.domain.bootstrap.kubernetes import NotRenderable
 from shoal.domain.model import ROLE_MASTER, Node, NodeState
-from shoal.drivers.contract import AddressReservingDriver, Driver
+from shoal.drivers.contract import Driver
 
 POD_SUBNETS = 256  # a /24 each in the cluster's /16 pod range
 
@@ -44,11 +44,13 @@ def user_data(
     attrs = p.snap.cluster_attrs
     if secrets is None or not node.name or attrs.get("coe", "kubernetes") != "kubernetes":
         return None
-    if not isinstance(driver, AddressReservingDriver):
+    # (a method lookup, not isinstance on the Protocol: this runs for every node made)
+    reserve = getattr(driver, "reserve_address", None)
+    if reserve is None:
         return None
     g = p.snap.group
     version = versions.resolve(wanted_version(p), "coe_version")
-    api = driver.reserve_address(g.cluster_id)
+    api = str(reserve(g.cluster_id))
     masters: tuple[bootstrap.Master, ...] = ()
     address = None
     if g.spec.role == ROLE_MASTER:
