@@ -17,7 +17,7 @@ from collections.abc import Callable
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks import libvirt, openstack, scenarios, speedup
+from benchmarks import dashboard, libvirt, openstack, scenarios, speedup
 from benchmarks.scenarios import Row
 
 # Scenarios that run only when named: they need root, libvirtd and QEMU.
@@ -35,6 +35,7 @@ def plan(quick: bool) -> dict[str, Callable[[], list[Row]]]:
             "speedup": lambda: speedup.pg_speedup([1, 2], speedup.Workload(4, 5, latency_ms=20)),
             "bounds": lambda: scenarios.bounds(repeat=10),
             "openstack": lambda: openstack.nova_side_by_side([5], rounds=1),
+            "dashboard": lambda: dashboard.dashboard(nodes=50, idle_s=3),
         }
     return {
         "overhead": lambda: scenarios.overhead([(1, 100, 0), (10, 100, 5), (50, 200, 60)]),
@@ -49,6 +50,7 @@ def plan(quick: bool) -> dict[str, Callable[[], list[Row]]]:
         "speedup": lambda: speedup.pg_speedup([1, 2, 4], speedup.Workload(30, 20)),
         "bounds": lambda: scenarios.bounds(repeat=50),
         "openstack": lambda: openstack.nova_side_by_side([20, 50]),
+        "dashboard": lambda: dashboard.dashboard(nodes=1000, idle_s=30),
     }
 
 

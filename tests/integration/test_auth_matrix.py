@@ -114,6 +114,7 @@ def patch(path: str, value: Any) -> Callable[[World], Any]:
 
 
 OPS = [
+    Op("GET", "/auth/caller", "reader", NOT_SCOPED),
     Op("GET", "/stats", "reader", NOT_SCOPED),
     Op("GET", "/mservices", "admin", NOT_SCOPED),
     Op("GET", "/quotas", "reader", NOT_SCOPED),

@@ -21,6 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from shoal.api import bodylimit, browsers, deps, errors, microversion, openapi
 from shoal.api.routes import (
     agent,
+    caller,
     certificates,
     clusters,
     clustertemplates,
@@ -35,6 +36,7 @@ from shoal.api.routes import (
     tokens,
 )
 from shoal.domain import sealing
+from shoal.web import serving as dashboard
 
 # deadlock_detected, serialization_failure, lock_not_available
 CONFLICT_SQLSTATES = frozenset({"40P01", "40001", "55P03"})
@@ -42,7 +44,8 @@ UNVERSIONED = ("/openapi.json", "/docs", "/redoc", "/docs/oauth2-redirect")
 
 
 class NormalizePath:
-    """Trailing slashes are accepted; a path without /v1 is served as /v1 (Magnum)."""
+    """Trailing slashes are accepted; a path without /v1 is served as /v1 (Magnum), but
+    the dashboard's /ui."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -56,6 +59,7 @@ class NormalizePath:
                 path != "/"
                 and path not in UNVERSIONED
                 and not (path == "/v1" or path.startswith("/v1/"))
+                and not (path == dashboard.PREFIX or path.startswith(dashboard.PREFIX + "/"))
             ):
                 path = "/v1" + path
             if path != scope["path"]:
@@ -232,8 +236,10 @@ def create_app(runtime: Any, sealer: sealing.Sealer | None = None) -> FastAPI:
 
     app.include_router(misc.public, prefix="/v1")
     app.include_router(agent.router, prefix="/v1")  # nodes: their own token each
+    app.include_router(dashboard.router)  # /ui/: static files; their data comes from /v1
     for r in (
         misc.router,
+        caller.router,
         clustertemplates.router,
         nodegrouptemplates.router,
         nodegroups.router,

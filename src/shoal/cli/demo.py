@@ -232,6 +232,7 @@ def demo(
         fail(f"could not start the embedded shoal: {exc.__class__.__name__}: {exc}")
     out.print(f"shoal demo: embedded shoal (SQLite + simulated cloud) at {server.url}")
     out.print(f"data directory: {directory}")
+    out.print(f"dashboard: {server.url}/ui/ (log in with the token in {directory}/admin-token)")
     client = Client(Connection(url=server.url, token=server.token))
     try:
         d = Demo(client, wait_timeout)
@@ -253,7 +254,8 @@ def demo(
             f"token in the data directory):\n"
             f"  export SHOAL_DATA_DIR={directory} SHOAL_URL={server.url}\n"
             f"  SHOAL_SIM_TIME_SCALE={time_scale:g} shoal serve --port {server.settings.port} &\n"
-            f"  shoal cluster show {CLUSTER}; shoal node list {CLUSTER}",
+            f"  shoal cluster show {CLUSTER}; shoal node list {CLUSTER}\n"
+            f"The dashboard is then at {server.url}/ui/ (the token: {directory}/admin-token)",
             highlight=False,
         )
 

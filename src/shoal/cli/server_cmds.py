@@ -83,7 +83,7 @@ def serve(
     port_bound = sock.getsockname()[1]
     _announce_auth(settings, runtime, port_bound)
     log.info(
-        "shoal serving on http://%s:%d (data: %s; conductor: %s); Ctrl-C to stop",
+        "shoal serving on http://%s:%d (data: %s; conductor: %s; dashboard: /ui/); Ctrl-C to stop",
         settings.host,
         port_bound,
         _where(settings),
