@@ -231,6 +231,21 @@ def test_a_cluster_made_by_shoal_runs_kubernetes(
             )
             print(f"{m.name} ({m.tags['shoal-role']}): RSS {sum(rss.values()) // 1024} MiB ({top})")
 
+        # Removing the worker by name: its machine goes, the master stays.
+        (gone_worker,) = [m for m in driver.list_machines({}) if m.tags["shoal-role"] == "worker"]
+        shoal.coe("cluster", "resize", "demo", "0", "--nodes-to-remove", gone_worker.machine_id,
+                  json_out=False)  # fmt: skip
+
+        def resized() -> bool:
+            c = shoal.coe("cluster", "show", "demo")
+            assert c["status"] != "UPDATE_FAILED", c
+            return c["status"] == "UPDATE_COMPLETE" and c["node_count"] == 0
+
+        wait_for("resized to no worker", resized, 120, every=2)
+        assert [m.tags["shoal-role"] for m in driver.list_machines({})] == ["master"]
+        assert not (machines_dir / gone_worker.machine_id).exists()
+        assert "Ready" in kubectl("get", "node", masters[0])  # the API still answers
+
         shoal.coe("cluster", "delete", "demo", json_out=False)
 
         def gone() -> bool:
