@@ -19,7 +19,7 @@ from shoal.conductor.nodegroup import kube, spec
 from shoal.conductor.nodegroup.state import Pass
 from shoal.db.snapshots import GroupSnapshot
 from shoal.domain import model as m
-from shoal.domain import pki
+from shoal.domain import node_programs, pki
 from shoal.domain.bootstrap import ClusterSecrets
 from shoal.domain.bootstrap.kubernetes import NotRenderable
 from shoal.domain.errors import Invalid
@@ -182,3 +182,27 @@ def test_no_free_address_blocks(tmp_path: Path) -> None:
     leases.take("m1")
     with pytest.raises(BlockedError, match="no free address"):
         leases.take("m2")
+
+
+@pytest.mark.parametrize(
+    ("services", "names"),
+    [
+        ([{"name": "kubelet", "state": "missing"}], "kubelet"),
+        ([{"name": "etcd", "state": "missing"}, {"name": "kubelet", "state": "missing"},
+          {"name": "containerd", "state": "running"}], "etcd, kubelet"),
+        ([{"name": "kubelet", "state": "running"}], None),
+        ([{"name": "kubelet", "state": "waiting"}], None),
+        (None, None),
+        ("missing", None),
+        ([{"state": "missing"}, "x", 3], None),
+    ],
+)  # fmt: skip
+def test_what_an_agent_reports_missing_becomes_the_nodes_reason(
+    services: Any, names: str | None
+) -> None:
+    reason = node_programs.missing_reason(services)
+    if names is None:
+        assert reason is None
+    else:
+        assert reason is not None and node_programs.is_missing_reason(reason)
+        assert reason.startswith(f"the node's image lacks {names} (not on its PATH)")
