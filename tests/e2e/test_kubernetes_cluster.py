@@ -124,6 +124,8 @@ def local_cluster_env(tmp_path: Path, kubernetes_bin: Path) -> Iterator[dict[str
     (tmp_path / "shoal.yaml").write_text(json.dumps(config))
     # The bridge exists before shoal listens on its address (docs/drivers.md).
     gateway = settings.subnet.rsplit(".", 1)[0] + ".1"
+    if hostops.link_exists(settings.bridge):  # a leftover of a killed run in this slot
+        hostops.ip("link", "del", settings.bridge)
     hostops.ip("link", "add", settings.bridge, "type", "bridge")
     try:
         hostops.ip("addr", "add", f"{gateway}/24", "dev", settings.bridge)
