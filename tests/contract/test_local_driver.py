@@ -74,6 +74,14 @@ def test_real_cloud_init_runs_the_user_data(settings: LocalSettings) -> None:
     wait("runcmd ran", ran)
     assert d.run(s.machine_id, ["cat", "/etc/shoal-test"]) == "written\n"
     assert d.run(s.machine_id, ["cat", "/var/lib/hn"]).strip() == "renamed"
+
+    def finished() -> bool:  # result.json comes when the final stage ends, after runcmd
+        try:
+            return bool(d.run(s.machine_id, ["cat", "/run/cloud-init/result.json"]))
+        except hostops.MachineError:
+            return False
+
+    wait("cloud-init finished", finished)
     status = json.loads(d.run(s.machine_id, ["cat", "/run/cloud-init/result.json"]))
     assert status["v1"]["errors"] == [] and "NoCloud" in status["v1"]["datasource"]
     assert not Path("/etc/shoal-test").exists()  # the host's own /etc is untouched
