@@ -146,6 +146,7 @@ def build_runtime(settings: Settings, *, with_conductor: bool | None = None) -> 
     runtime = Runtime(settings=settings, db=db, providers=providers, auth=authenticator)
     api_url = settings.api_url
     if settings.conductor if with_conductor is None else with_conductor:
+        from shoal.conductor.kube_secrets import KubeSecrets
         from shoal.conductor.loop import Conductor
 
         # node agents' tokens derive from the deployment's key
@@ -156,6 +157,7 @@ def build_runtime(settings: Settings, *, with_conductor: bool | None = None) -> 
             api_url=api_url,
             node_token=sealer().node_token,
             delegations=delegations,
+            kube_secrets=KubeSecrets(db, sealer),
         )
     runtime.agents = [c for p in providers.values() for c in p.companions]
     from shoal.db import notify

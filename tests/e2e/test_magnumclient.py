@@ -27,16 +27,16 @@ def test_magnumclient_full_lifecycle(server: LiveServer) -> None:
 
     ct = mc.cluster_templates.create(
         name="k8s", coe="kubernetes", image_id="fedora-coreos-40", flavor_id="m1.medium",
-        master_flavor_id="m1.large", labels={"kube_tag": "v1.30"}, network_driver="calico",
+        master_flavor_id="m1.large", labels={"kube_tag": "v1.20.2"}, network_driver="calico",
     )  # fmt: skip
     assert ct.uuid and ct.name == "k8s" and ct.network_driver == "calico"
     assert [t.name for t in mc.cluster_templates.list()] == ["k8s"]
     got = mc.cluster_templates.get("k8s")
-    assert got.labels == {"kube_tag": "v1.30"} and got.master_flavor_id == "m1.large"
+    assert got.labels == {"kube_tag": "v1.20.2"} and got.master_flavor_id == "m1.large"
     upd = mc.cluster_templates.update(
-        "k8s", [{"op": "replace", "path": "/labels", "value": str({"kube_tag": "v1.31"})}]
+        "k8s", [{"op": "replace", "path": "/labels", "value": str({"kube_tag": "1.20.2"})}]
     )
-    assert upd.labels == {"kube_tag": "v1.31"}
+    assert upd.labels == {"kube_tag": "1.20.2"}
     new = mc.cluster_templates.create(name="k8s-new", coe="kubernetes", image_id="fedora-coreos-41")
 
     created = mc.clusters.create(
@@ -46,7 +46,7 @@ def test_magnumclient_full_lifecycle(server: LiveServer) -> None:
     c = mc.clusters.get("c1")
     assert c.uuid == uid and c.node_count == 3 and c.master_count == 1
     assert c.status == "CREATE_IN_PROGRESS" and c.flavor_id == "m1.medium"
-    assert c.keypair == "kp" and c.labels == {"kube_tag": "v1.31"}
+    assert c.keypair == "kp" and c.labels == {"kube_tag": "1.20.2"}
     assert [x.name for x in mc.clusters.list()] == ["c1"]
     mc.clusters.update(uid, [{"op": "replace", "path": "/node_count", "value": 4}])
     assert mc.clusters.get(uid).node_count == 4

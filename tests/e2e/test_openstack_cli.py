@@ -37,9 +37,9 @@ def test_openstack_coe_lifecycle(server: LiveServer) -> None:
     ct = coe(
         server, "cluster", "template", "create", "k8s", "--coe", "kubernetes",
         "--image", "fedora-coreos-40", "--external-network", "public", "--flavor", "m1.medium",
-        "--labels", "kube_tag=v1.30,foo=bar", "--network-driver", "calico",
+        "--labels", "kube_tag=v1.20.2,foo=bar", "--network-driver", "calico",
     )  # fmt: skip
-    assert ct["name"] == "k8s" and ct["labels"] == {"kube_tag": "v1.30", "foo": "bar"}
+    assert ct["name"] == "k8s" and ct["labels"] == {"kube_tag": "v1.20.2", "foo": "bar"}
     coe(server, "cluster", "template", "create", "k8s-new", "--coe", "kubernetes",
         "--image", "fedora-coreos-41", "--external-network", "public", json_out=False)  # fmt: skip
     listed = coe(server, "cluster", "template", "list")
@@ -55,7 +55,7 @@ def test_openstack_coe_lifecycle(server: LiveServer) -> None:
     shown = coe(server, "cluster", "show", "c1")
     assert shown["node_count"] == 3 and shown["master_count"] == 1
     assert shown["flavor_id"] == "m1.large" and shown["status"] == "CREATE_IN_PROGRESS"
-    assert shown["labels"] == {"kube_tag": "v1.30", "foo": "bar", "extra": "1"}
+    assert shown["labels"] == {"kube_tag": "v1.20.2", "foo": "bar", "extra": "1"}
     coe(server, "cluster", "update", "c1", "--node-count", "4", "--master-count", "3",
         "--label", "extra=2", "--no-label", "foo", json_out=False)  # fmt: skip
     assert [(c["node_count"], c["master_count"]) for c in coe(server, "cluster", "list")] == [
@@ -91,4 +91,4 @@ def test_openstack_coe_lifecycle(server: LiveServer) -> None:
     coe(server, "cluster", "template", "delete", "k8s", json_out=False)
     final = coe(server, "cluster", "show", "c1")
     assert final["status"] == "DELETE_IN_PROGRESS"
-    assert final["labels"] == {"kube_tag": "v1.30", "extra": "2"}
+    assert final["labels"] == {"kube_tag": "v1.20.2", "extra": "2"}

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-KUBE_TAG = "v1.30.4"
+KUBE_TAG = "v1.20.2"
 
 # (pending, target) per step, as the provider's StateChangeConf lists them.
 TERRAFORM_WAITS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {

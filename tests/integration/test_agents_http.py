@@ -159,3 +159,35 @@ def test_the_cli_starts_an_operation_and_waits_for_it(server: LiveServer) -> Non
     assert bad.exit_code == 1 and "kind must be one of" in bad.stderr
     bad = shoal.run("operation", "start", cid, "reboot", "-p", "oops")
     assert bad.exit_code == 2 and "KEY=VALUE" in bad.stderr
+
+
+def test_a_node_whose_image_lacks_programs_fails_its_group_saying_which(
+    server: LiveServer,
+) -> None:
+    api = Api(server)
+    cid = ready(api)
+    node = api.nodes(cid, "w")[0]
+    agent = httpx.Client(base_url=server.v1, timeout=30)
+    headers = {protocol.TOKEN_HEADER: token_of(server, node["uuid"])}
+    services = [
+        {"name": "containerd", "state": "running", "message": ""},
+        {"name": "kubelet", "state": "missing", "message": "kubelet is not on this node"},
+    ]
+    beat = {"node": node["uuid"], "version": "1", "task": None, "services": services}
+    assert agent.post("/agent/heartbeat", json=beat, headers=headers).status_code == 200
+
+    def says_what_is_missing() -> bool:
+        reason = api.group(cid, "w")["status_reason"] or ""
+        return node["name"] in reason and "lacks kubelet" in reason
+
+    wait(says_what_is_missing, 30, "the group's status_reason naming the missing program")
+    assert api.group(cid, "w")["status"] == "CREATE_FAILED"
+    assert api.status(cid) == "CREATE_FAILED"
+    (mine,) = [n for n in api.nodes(cid, "w") if n["uuid"] == node["uuid"]]
+    assert "lacks kubelet" in mine["reason"]
+    # The program found (the image fixed): the next heartbeat clears the node's reason;
+    # the failed group waits for a retry, as any failed group does.
+    fixed = {**beat, "services": [{**services[1], "state": "running"}]}
+    assert agent.post("/agent/heartbeat", json=fixed, headers=headers).status_code == 200
+    (mine,) = [n for n in api.nodes(cid, "w") if n["uuid"] == node["uuid"]]
+    assert not mine["reason"]

@@ -18,12 +18,12 @@ def api(server: LiveServer) -> Api:
 def test_all_attributes_in_request_makes_default_groups(api: Api) -> None:
     c = api.cluster(
         name="plain", image_id="ubuntu-24.04", flavor_id="m1.large", master_flavor_id="m1.medium",
-        master_count=3, node_count=4, labels={"kube_tag": "v1.30"}, keypair="kp",
+        master_count=3, node_count=4, labels={"kube_tag": "v1.20.2"}, keypair="kp",
     )  # fmt: skip
     assert c["cluster_template_id"] is None and c["coe"] == "kubernetes"
     assert (c["master_count"], c["node_count"]) == (3, 4)
     assert c["status"] == "CREATE_IN_PROGRESS" and c["keypair"] == "kp"
-    assert c["labels"] == {"kube_tag": "v1.30"} and c["create_timeout"] == 60
+    assert c["labels"] == {"kube_tag": "v1.20.2"} and c["create_timeout"] == 60
     g = api.groups(c["uuid"])
     assert set(g) == {"default-master", "default-worker"}
     assert g["default-master"]["role"] == "master" and g["default-master"]["is_default"]
@@ -223,13 +223,42 @@ def test_cluster_update_delete_and_nodegroup_crud(api: Api) -> None:
 
 
 def test_upgrade_moves_groups_to_the_template_image(api: Api) -> None:
-    api.template(name="v1", image_id="fedora-coreos-40", labels={"kube_tag": "v1.29"})
-    api.template(name="v2", image_id="fedora-coreos-41", labels={"kube_tag": "v1.30"})
+    api.template(name="v1", image_id="fedora-coreos-40", labels={"kube_tag": "1.20.2"})
+    api.template(name="v2", image_id="fedora-coreos-41", labels={"kube_tag": "v1.20.2"})
     c = api.cluster(name="up", cluster_template_id="v1")
     api.ok("POST", f"/clusters/{c['uuid']}/actions/upgrade", 202,
            json={"cluster_template": "v2", "max_batch_size": 1})  # fmt: skip
     after = api.ok("GET", f"/clusters/{c['uuid']}")
-    assert after["image_id"] == "fedora-coreos-41" and after["coe_version"] == "v1.30"
+    assert after["image_id"] == "fedora-coreos-41" and after["coe_version"] == "v1.20.2"
     g = api.groups(c["uuid"])
     assert {x["image_id"] for x in g.values()} == {"fedora-coreos-41"}
-    assert all(x["version"] == "v1.30" and x["status"] == "UPDATE_IN_PROGRESS" for x in g.values())
+    assert all(
+        x["version"] == "v1.20.2" and x["status"] == "UPDATE_IN_PROGRESS" for x in g.values()
+    )
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/clustertemplates", {"name": "t", "coe": "kubernetes", "image_id": "fedora-coreos-40",
+                               "labels": {"kube_tag": "v1.30"}}, "kube_tag"),
+        ("/clustertemplates", {"name": "t", "coe": "kubernetes", "image_id": "fedora-coreos-40",
+                               "coe_version": "v1.29.0"}, "coe_version"),
+        ("/clusters", {"name": "c", "image_id": "fedora-coreos-40", "flavor_id": "m1.small",
+                       "labels": {"kube_tag": "v1.31.0"}}, "kube_tag"),
+    ],
+)  # fmt: skip
+def test_a_version_shoal_cannot_install_is_refused(
+    api: Api, path: str, body: dict[str, object], field: str
+) -> None:
+    r = api.client.post(path, json=body)
+    assert r.status_code == 400, r.text
+    (err,) = r.json()["errors"]
+    assert f"{field} " in err["detail"] and "supported: v1.20.2" in err["detail"]
+    assert api.ok("GET", "/clustertemplates")["clustertemplates"] == []
+    assert api.ok("GET", "/clusters")["clusters"] == []
+
+
+def test_the_supported_version_is_accepted_either_way_it_is_written(api: Api) -> None:
+    assert api.template(name="a", labels={"kube_tag": "1.20.2"})["labels"] == {"kube_tag": "1.20.2"}
+    assert api.template(name="b", coe_version="v1.20.2")["coe_version"] == "v1.20.2"

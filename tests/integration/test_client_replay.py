@@ -189,12 +189,12 @@ def test_terraform_template_labels_as_python_literal(server: LiveServer) -> None
     api = Api(server, version="1.1")
     ct = api.template("lit")["uuid"]
     patch = [
-        {"op": "replace", "path": "/labels", "value": "{'kube_tag': 'v1.31.0', 'a': 'b'}"},
+        {"op": "replace", "path": "/labels", "value": "{'kube_tag': 'v1.20.2', 'a': 'b'}"},
         {"op": "replace", "path": "/public", "value": "false"},
         {"op": "replace", "path": "/floating_ip_enabled", "value": "False"},
     ]
     got = api.ok("PATCH", f"/clustertemplates/{ct}", json=patch)
-    assert got["labels"] == {"kube_tag": "v1.31.0", "a": "b"}
+    assert got["labels"] == {"kube_tag": "v1.20.2", "a": "b"}
     assert got["public"] is False and got["floating_ip_enabled"] is False
 
 

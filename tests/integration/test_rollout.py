@@ -26,10 +26,8 @@ def env(tmp_path: Path) -> Iterator[Env]:
 def template(env: Env, name: str, image: str) -> None:
     # Groups m and w, which the cluster's node_groups entries of the same names override.
     groups = [{"name": "m", "role": "master"}, {"name": "w"}]
-    body = {"name": name, "coe": "kubernetes", "image_id": image, "coe_version": "v1.31.0",
+    body = {"name": name, "coe": "kubernetes", "image_id": image, "coe_version": "v1.20.2",
             "node_group_templates": groups}  # fmt: skip
-    if image == V2:
-        body["coe_version"] = "v1.32.0"
     templates.create(env.db, env.caller, body)
 
 

@@ -208,3 +208,36 @@ def test_an_openstack_provider_names_what_is_missing_or_wrong(
 ) -> None:
     with pytest.raises(SettingsError, match=P0 + r"\." + says):
         _settings(tmp_path, OS + f"    settings: {settings}\n")
+
+
+LOCAL = "providers:\n  - name: here\n    driver: local\n    settings:\n"
+
+
+def test_a_local_provider_with_its_settings(tmp_path: Path) -> None:
+    s = _settings(
+        tmp_path,
+        LOCAL + "      subnet: 10.9.0.0/24\n      kubernetes_bin: /opt/k/bin\n"
+        "      preload: [{archive: /a.tar, names: ['k8s.gcr.io/pause:3.4']}]\n",
+    )
+    (p,) = s.providers
+    assert (p.driver, p.options.subnet, p.options.kubernetes_bin) == (
+        "local", "10.9.0.0/24", "/opt/k/bin",
+    )  # fmt: skip
+    assert p.options.preload[0].names == ("k8s.gcr.io/pause:3.4",)
+    assert p.options.images == ("host",) and p.options.agents is True
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        (LOCAL + "      bridge: Bad_Name\n", S0 + r"\.bridge: 'Bad_Name' is not an interface"),
+        (LOCAL + "      subnet: 10.9.0.0/31\n", S0 + r"\.subnet: 10.9.0.0/31 must be an IPv4"),
+        (LOCAL + "      subnet: nonsense\n", S0 + r"\.subnet: "),
+        (LOCAL + "      state_dir: rel/dir\n", S0 + r"\.state_dir: 'rel/dir' must be an absolute"),
+        (LOCAL + "      preload: [{names: [x]}]\n", S0 + r"\.preload\[0\]\.archive: a path"),
+        (LOCAL + "      memory: 4\n", S0 + r"\.memory: not a setting"),
+    ],
+)
+def test_local_settings_mistakes_name_the_key(tmp_path: Path, text: str, says: str) -> None:
+    with pytest.raises(SettingsError, match=r"shoal\.yaml: " + says):
+        _settings(tmp_path, text)

@@ -23,6 +23,7 @@ from shoal.conductor.ratelimit import RateLimiter
 from shoal.conductor.throttle import Throttle
 from shoal.db.engine import Database
 from shoal.db.snapshots import GroupPlace
+from shoal.domain.bootstrap import ClusterSecrets
 from shoal.drivers.contract import Capabilities, Driver, Feature, TransientError
 from shoal.drivers.providers import Providers
 from shoal.settings import ConductorSettings
@@ -93,6 +94,9 @@ class Context:
     node_token: Callable[[str], str] | None = None
     # Clusters' delegated credentials (Keystone trusts): removed when a cluster goes.
     delegations: StoredDelegations | None = None
+    # Cluster uuid -> its Kubernetes secrets (conductor/kube_secrets.py); None: nodes
+    # get no Kubernetes bootstrap.
+    kube_secrets: Callable[[str], ClusterSecrets] | None = None
     # Where each node group seen lives (provider, cluster, project: fixed at its
     # creation, so never stale): a pass needs it before it lists, and a read per pass
     # costs more than the pass.
@@ -110,6 +114,7 @@ class Context:
         api_url: str,
         node_token: Callable[[str], str] | None = None,
         delegations: StoredDelegations | None = None,
+        kube_secrets: Callable[[str], ClusterSecrets] | None = None,
     ) -> Context:
         """A context over `providers`, each with the limits its settings ask for."""
         calls: dict[str, Provider] = {}
@@ -137,6 +142,7 @@ class Context:
             api_url=api_url,
             node_token=node_token,
             delegations=delegations,
+            kube_secrets=kube_secrets,
         )
 
     def places_of(

@@ -35,6 +35,7 @@ from shoal.conductor.kinds import KINDS, Batch, WorkKind
 from shoal.db import leases, notify, queue, registry
 from shoal.db.engine import Database
 from shoal.db.types import utcnow
+from shoal.domain.bootstrap import ClusterSecrets
 from shoal.drivers.providers import Providers
 from shoal.settings import ConductorSettings
 
@@ -55,6 +56,7 @@ class Conductor:
         api_url: str = "http://127.0.0.1:9511",
         node_token: Callable[[str], str] | None = None,
         delegations: StoredDelegations | None = None,
+        kube_secrets: Callable[[str], ClusterSecrets] | None = None,
     ) -> None:
         self.settings = settings
         # One `conductors` row per process (Magnum lists one per service): several
@@ -70,6 +72,7 @@ class Conductor:
             api_url=api_url,
             node_token=node_token,
             delegations=delegations,
+            kube_secrets=kube_secrets,
         )
         self._stop = threading.Event()
         # Idle workers sleep on `_cv`; `wake()` rouses one, which rouses the next

@@ -17,7 +17,8 @@ import hashlib
 import hmac
 
 from cryptography.fernet import Fernet, InvalidToken
-from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from shoal.domain.errors import SecretUnavailable
@@ -27,6 +28,7 @@ SECRET_MIN_CHARS = 32
 _INFO = b"shoal: cluster CA private keys at rest, v1"
 _AGENT_INFO = b"shoal: node agent tokens, v1"
 _BOOTSTRAP_INFO = b"shoal: Kubernetes bootstrap tokens, v1"
+_SERVICE_ACCOUNT_INFO = b"shoal: Kubernetes service-account keys, v1"
 # A Kubernetes bootstrap token is `[a-z0-9]{6}.[a-z0-9]{16}`; lower-case base32's
 # alphabet (a-z, 2-7) is inside it.
 _BOOTSTRAP_ID, _BOOTSTRAP_SECRET = 6, 16
@@ -74,6 +76,10 @@ class Sealer:
             algorithm=hashes.SHA256(), length=32, salt=None, info=_BOOTSTRAP_INFO
         ).derive(secret.encode())
 
+        self._sa_key = HKDF(
+            algorithm=hashes.SHA256(), length=32, salt=None, info=_SERVICE_ACCOUNT_INFO
+        ).derive(secret.encode())
+
     def __repr__(self) -> str:
         return f"Sealer(key_id={self.key_id!r})"
 
@@ -95,6 +101,21 @@ class Sealer:
         mac = hmac.new(self._bootstrap_key, b"cluster:" + cluster_uuid.encode(), hashlib.sha256)
         text = base64.b32encode(mac.digest()).decode().lower()
         return f"{text[:_BOOTSTRAP_ID]}.{text[_BOOTSTRAP_ID : _BOOTSTRAP_ID + _BOOTSTRAP_SECRET]}"
+
+    def service_account_key(self, cluster_uuid: str) -> str:
+        """Cluster `cluster_uuid`'s Kubernetes service-account signing key (EC P-256,
+        PEM): derived from the key like the bootstrap token, so every master of the
+        cluster, and every re-render, gets the same key and nothing is stored."""
+        mac = hmac.new(self._sa_key, b"cluster:" + cluster_uuid.encode(), hashlib.sha512)
+        order = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551  # P-256's n
+        private = ec.derive_private_key(
+            int.from_bytes(mac.digest(), "big") % (order - 1) + 1, ec.SECP256R1()
+        )
+        return private.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        ).decode()
 
     def seal(self, text: str) -> str:
         token = self._fernet.encrypt(text.encode()).decode()

@@ -355,6 +355,18 @@ class ReleasingDriver(Driver, Protocol):
         ...
 
 
+@runtime_checkable
+class AddressReservingDriver(Driver, Protocol):
+    """A driver that can say a cluster's API address before any master exists (the
+    Kubernetes bootstrap needs it in every node's configuration): the cluster's first
+    master machine then gets that address."""
+
+    def reserve_address(self, cluster_id: str) -> str:
+        """The cluster's API address, held for it from now on. Idempotent; no slow I/O.
+        Raises BlockedError when no address is free."""
+        ...
+
+
 class VirtHosts(Protocol):
     """The ready virt hosts of every cluster, handed at open to the drivers whose
     machines are VMs on them (feature HOSTED). Read from shoal's database each time

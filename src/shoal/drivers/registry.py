@@ -21,6 +21,7 @@ KINDS: Mapping[str, str] = {
     "sim": "shoal.drivers.sim:DRIVER",
     "openstack": "shoal.drivers.openstack:DRIVER",
     "libvirt": "shoal.drivers.libvirt:DRIVER",
+    "local": "shoal.drivers.local:DRIVER",
 }
 
 

@@ -14,6 +14,7 @@ from shoal.db.types import utcnow
 from shoal.domain import derived, entries, jsonpatch, merge, policy, specs
 from shoal.domain import model as m
 from shoal.domain import validation as v
+from shoal.domain.bootstrap import versions
 from shoal.domain.errors import Invalid, QuotaExceeded, Unsupported
 from shoal.services import providers as zones_of
 from shoal.services import resize, sources, vm_templates
@@ -80,6 +81,7 @@ def create(
         attrs = merge.cluster_attrs(base, request_attrs)
         if ct_name is not None:
             attrs[merge.SOURCE_TEMPLATE_NAME] = ct_name
+        versions.check_attrs(attrs)  # a Kubernetes version shoal can install, or a clear 400
         attrs["coe_version"] = derived.coe_version(attrs)
         attrs["cluster_distro"] = derived.cluster_distro(attrs)
         resolved = sources.resolve_all(s, caller.scope, given)

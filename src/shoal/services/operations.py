@@ -13,8 +13,8 @@ from shoal.db.repo import clusters, nodegroups, nodes
 from shoal.db.repo import operations as repo
 from shoal.db.types import utcnow
 from shoal.domain import model as m
+from shoal.domain import node_programs, policy, sealing
 from shoal.domain import operations as ops
-from shoal.domain import policy, sealing
 from shoal.domain import validation as v
 from shoal.domain.errors import Conflict, Invalid, NotAuthenticated
 from shoal.services import resize
@@ -117,7 +117,8 @@ def heartbeat(
     node = str(body.get("node") or "")
     _check_token(sealer, node, token)
     with db.write() as s:
-        if repo.heartbeat(s, node, utcnow()) is None:
+        missing = node_programs.missing_reason(body.get("services"))
+        if repo.heartbeat(s, node, utcnow(), missing) is None:
             raise NotAuthenticated("this node is not known to shoal (any more)")
         task = repo.task_for(s, node)
     out: dict[str, Any] = {"interval": interval, "task": None}

@@ -20,6 +20,7 @@ from shoal.db.types import utcnow
 from shoal.domain import model as m
 from shoal.domain import policy
 from shoal.domain import validation as v
+from shoal.domain.bootstrap import versions
 from shoal.domain.errors import Conflict, Invalid, NotFound, Unsupported
 from shoal.services import virt
 from shoal.services.context import Caller
@@ -182,6 +183,7 @@ def upgrade_cluster(db: Database, caller: Caller, ident: str, body: dict[str, An
             f"the version of cluster template {ct.name} (coe_version or label kube_tag)",
             ct.attrs.get("coe_version") or (ct.attrs.get("labels") or {}).get("kube_tag"),
         )
+        versions.resolve(version, f"the version of cluster template {ct.name}")
         now = utcnow()
         rows = (
             [_group(s, cluster, body["nodegroup"])]

@@ -14,6 +14,7 @@ from shoal.db.repo.paging import Page
 from shoal.domain import derived, entries, jsonpatch, merge, policy, specs
 from shoal.domain import model as m
 from shoal.domain import validation as v
+from shoal.domain.bootstrap import versions
 from shoal.domain.errors import Invalid, NotFound
 from shoal.services import sources, vm_templates
 from shoal.services.context import Caller
@@ -41,6 +42,7 @@ def _require(attrs: dict[str, Any], ngts: Sequence[entries.TemplateEntryPlan]) -
         raise Invalid("coe is required (kubernetes)", "coe")
     if not attrs.get("image_id") and not (ngts and all(x.spec.image_id for x in ngts)):
         raise Invalid("image_id is required", "image_id")
+    versions.check_attrs(attrs)  # a Kubernetes version shoal can install, or a clear 400
 
 
 def create(db: Database, caller: Caller, body: dict[str, Any]) -> m.ClusterTemplate:

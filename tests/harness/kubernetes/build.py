@@ -60,6 +60,7 @@ APT_PACKAGES = (
     "libc6-dev",
     "iproute2",
     "util-linux",
+    "cloud-init",  # runs the user data in the local driver's machines (shoal.drivers.local)
 )
 # Local names: containerd never pulls them (imagePullPolicy: Never; sandbox_image set).
 PAUSE_IMAGE = f"shoal.local/pause:{PAUSE_VERSION}"
@@ -141,6 +142,10 @@ def ensure_binaries() -> Path:
     """The bin dir of a complete cache, built first when missing (see the module doc)."""
     final = cache_dir()
     if is_complete(final):
+        if not why_not_buildable() and any(not _installed(p) for p in APT_PACKAGES):
+            # A cache from before a package was added (cloud-init): install what is missing.
+            log = cache_root() / f"{final.name}.packages.log"
+            install_packages(log, time.monotonic() + BUILD_TIMEOUT)
         return final / "bin"
     reason = why_not_buildable()
     if reason:

@@ -1,4 +1,5 @@
-"""Namespace machines: a Kubernetes node as a set of Linux namespaces on this host.
+"""Namespace machines: a Kubernetes node as a set of Linux namespaces on this host
+(the host operations are shared with the local driver, shoal.drivers.local.hostops).
 
 A `NamespaceMachine` is a PID + mount + network + UTS + IPC namespace whose PID 1 is
 machine_init.sh: its own hostname, its own IP on a `Bridge` that the host also sits on,
@@ -30,32 +31,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from shoal.drivers.local.hostops import (
+    PATH,
+    MachineError,
+    missing_prerequisites,
+    pid_namespace_pids,
+)
+from shoal.drivers.local.hostops import ip as _ip
+from shoal.drivers.local.hostops import rss_kib as _rss_kib
+
+__all__ = ["Bridge", "MachineError", "NamespaceMachine", "missing_prerequisites"]
+
 HERE = Path(__file__).resolve().parent
 MACHINE_INIT = HERE / "machine_init.sh"
 SLOTS = 64
 SUBNET_PREFIX = "10.215"  # slot N gets 10.215.N.0/24 on its own bridge
 SLOT_DIR = Path(tempfile.gettempdir()) / "shoal-k8s-slots"
 CGROUP_FS = Path("/sys/fs/cgroup")
-PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 START_TIMEOUT = 20.0
-
-
-class MachineError(RuntimeError):
-    """A namespace machine could not be started or a command in it failed."""
-
-
-def _ip(*args: str) -> None:
-    done = subprocess.run(["ip", *args], capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise MachineError(f"ip {' '.join(args)}: {done.stderr.strip()}")
-
-
-def missing_prerequisites() -> str:
-    """Why namespace machines cannot run here, or ""."""
-    if os.geteuid() != 0:
-        return "namespace machines need root"
-    missing = [t for t in ("unshare", "nsenter", "setpriv", "ip") if shutil.which(t) is None]
-    return f"namespace machines need {', '.join(missing)}" if missing else ""
 
 
 class Bridge:
@@ -298,41 +291,11 @@ class NamespaceMachine:
     def host_pids(self) -> list[int]:
         """The host PIDs of every process of the machine: those in its PID namespace and
         their descendants (containers run in PID namespaces of their own, under shims)."""
-        try:
-            ns = os.readlink(f"/proc/{self.init_pid}/ns/pid") if self.init_pid else ""
-        except OSError:
-            return []
-        children: dict[int, list[int]] = {}
-        inside: list[int] = []
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                stat = Path(f"/proc/{entry}/stat").read_text()
-                children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry))
-                if os.readlink(f"/proc/{entry}/ns/pid") == ns:
-                    inside.append(int(entry))
-        found: set[int] = set()
-        while inside:
-            pid = inside.pop()
-            if pid not in found:
-                found.add(pid)
-                inside.extend(children.get(pid, []))
-        return sorted(found)
+        return pid_namespace_pids(self.init_pid)
 
     def rss_kib(self) -> dict[str, int]:
         """Resident memory (KiB) of the machine's processes, summed by command name."""
-        totals: dict[str, int] = {}
-        for pid in self.host_pids():
-            with contextlib.suppress(OSError):
-                fields = dict(
-                    line.split(":", 1)
-                    for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-                )
-                rss = int(fields.get("VmRSS", "0 kB").split()[0])
-                name = fields["Name"].strip()
-                totals[name] = totals.get(name, 0) + rss
-        return totals
+        return _rss_kib(self.host_pids())
 
     def stop(self, timeout: float = 20.0) -> None:
         """End the machine and everything in it; remove its cgroups, veth and work dir."""

@@ -110,7 +110,16 @@ def _creates(ctx: Context, passes: list[tuple[Pass, Provider]]) -> None:
             zones = p.open_zones()
             mine = [
                 calls.Ensure(
-                    provider, spec.machine_spec(p, p.nodes[u], ctx.api_url, ctx.node_token), zones
+                    provider,
+                    spec.machine_spec(
+                        p,
+                        p.nodes[u],
+                        ctx.api_url,
+                        ctx.node_token,
+                        provider.driver,
+                        ctx.kube_secrets,
+                    ),
+                    zones,
                 )
                 for u in p.to_ensure
                 if u in p.nodes
@@ -193,7 +202,7 @@ def _per_group(ctx: Context, p: Pass, provider: Provider) -> None:
         if not (p.to_ensure or p.to_delete):
             return  # nothing changes: the listing tells the rest
         members = tuple(
-            spec.machine_spec(p, n, ctx.api_url, ctx.node_token)
+            spec.machine_spec(p, n, ctx.api_url, ctx.node_token, driver, ctx.kube_secrets)
             for n in p.nodes.values()
             if n.state is not NodeState.DELETING
         )

@@ -7,17 +7,25 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from shoal.conductor.nodegroup import hosted
+from shoal.conductor.nodegroup import hosted, kube
 from shoal.conductor.nodegroup.state import Pass
 from shoal.domain import bootstrap, merge
+from shoal.domain.bootstrap import ClusterSecrets
 from shoal.domain.model import ROLE_MASTER, Node, NodeState
-from shoal.drivers.contract import MachineSpec, PlacementGroup, PlacementPolicy
+from shoal.drivers.contract import Driver, MachineSpec, PlacementGroup, PlacementPolicy
 
 
 def machine_spec(
-    p: Pass, node: Node, api_url: str, token: Callable[[str], str] | None = None
+    p: Pass,
+    node: Node,
+    api_url: str,
+    token: Callable[[str], str] | None = None,
+    driver: Driver | None = None,
+    kube_secrets: Callable[[str], ClusterSecrets] | None = None,
 ) -> MachineSpec:
-    """The spec of `node`'s machine (its uuid is the machine id)."""
+    """The spec of `node`'s machine (its uuid is the machine id). Its user data is the
+    node's Kubernetes bootstrap where `kube.user_data` renders one (given `driver` and
+    the clusters' secrets), else its identity and the node agent."""
     g, a = p.snap.group, p.snap.cluster_attrs
     spec = g.spec
     image, flavor = merge.image_and_flavor(spec, a)
@@ -25,6 +33,12 @@ def machine_spec(
         node.uuid, node.name, g.cluster_id, g.uuid, g.project_id, spec.role
     )
     network = a.get("fixed_network")
+    agent_token = token(node.uuid) if token and node.name else None
+    user_data = None
+    if driver is not None:
+        user_data = kube.user_data(p, node, identity, driver, kube_secrets, api_url, agent_token)
+    if user_data is None and node.name:
+        user_data = bootstrap.user_data(identity, api_url, agent_token)
     docker_volume, boot_volume = merge.volumes(spec, a)
     return MachineSpec(
         machine_id=node.uuid,
@@ -38,11 +52,7 @@ def machine_spec(
         availability_zone=node.availability_zone,
         docker_volume_size=docker_volume,
         labels=dict(spec.node_labels),
-        user_data=(
-            bootstrap.user_data(identity, api_url, token(node.uuid) if token else None)
-            if node.name
-            else None
-        ),
+        user_data=user_data,
         keypair=a.get("keypair"),
         networks=spec.networks or ((str(network),) if network else ()),
         security_groups=spec.security_groups,

@@ -19,7 +19,7 @@ from shoal.conductor.context import Context
 from shoal.conductor.nodegroup.state import Pass
 from shoal.db import writes
 from shoal.domain import conditions as cond
-from shoal.domain import health
+from shoal.domain import health, node_programs
 from shoal.domain import status as st
 from shoal.domain.model import ROLE_MASTER, Condition, NodeState
 from shoal.drivers.contract import BlockedError, BlockedKind, PermanentError, TransientError
@@ -63,9 +63,13 @@ def conclude(ctx: Context, p: Pass, permanent: str | None = None) -> None:
     progress = f"{ready} of {desired} node(s) ready"
     if going:
         progress += f", {going} being deleted"
+    lacking = next((n for n in live if node_programs.is_missing_reason(n.reason)), None)
     if perm:
         outcome, reason = st.Outcome.FAILED, f"{perm} (fix the node group and retry)"
         conds = cond.set_false(conds, cond.READY, cond.FAILED, perm, now)
+    elif lacking is not None:
+        outcome, reason = st.Outcome.FAILED, f"node {lacking.name}: {lacking.reason}"
+        conds = cond.set_false(conds, cond.READY, cond.FAILED, reason, now)
     elif p.repairs_stopped:
         outcome, reason = st.Outcome.FAILED, p.repairs_stopped
         conds = cond.set_false(conds, cond.READY, cond.MAX_UNHEALTHY, reason, now)

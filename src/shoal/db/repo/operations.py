@@ -14,6 +14,7 @@ from shoal.db import convert, notify
 from shoal.db.repo.templates import new_uuid
 from shoal.db.tables import NodeGroupRow, NodeRow, NodeTaskRow, OperationRow
 from shoal.domain import model as m
+from shoal.domain import node_programs
 from shoal.domain import operations as ops
 from shoal.domain.errors import Conflict, NotFound
 
@@ -92,12 +93,27 @@ def tasks(session: Session, operation_uuids: list[str]) -> list[m.NodeTask]:
 # -- the agent's side -------------------------------------------------------------
 
 
-def heartbeat(session: Session, node_uuid: str, now: datetime) -> m.Node | None:
-    """Record node `node_uuid`'s heartbeat; the node (None when it is not known)."""
+def heartbeat(
+    session: Session, node_uuid: str, now: datetime, missing: str | None = None
+) -> m.Node | None:
+    """Record node `node_uuid`'s heartbeat, and what its image lacks (`missing`, a
+    reason from `node_programs`: set, or cleared once no longer reported); the node
+    (None when it is not known)."""
     row = session.scalars(select(NodeRow).where(NodeRow.uuid == node_uuid)).first()
     if row is None:
         return None
     row.agent_seen_at = now
+    before = row.reason
+    if missing is not None:
+        row.reason = missing
+    elif node_programs.is_missing_reason(row.reason):
+        row.reason = None
+    if row.reason != before:  # the group's status says it: look at the group now
+        session.execute(
+            update(NodeGroupRow)
+            .where(NodeGroupRow.uuid == row.nodegroup_uuid)
+            .values(next_reconcile_at=now)
+        )
     return convert.node_from_row(row)
 
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-VERSION = "1"  # changes when the rendered data changes in a way nodes must be rebuilt for
+VERSION = "2"  # changes when the rendered data changes in a way nodes must be rebuilt for
 IDENTITY_PATH = "/etc/shoal/node.json"
 AGENT_UNIT_PATH = "/etc/systemd/system/shoal-agent.service"
 

@@ -1,0 +1,79 @@
+"""A node's Kubernetes bootstrap data (docs/kubernetes.md), rendered where it can be:
+a cluster whose coe is kubernetes, on a provider that says the cluster's API address
+before its first master exists (`contract.AddressReservingDriver`: the local driver), when the
+conductor has the clusters' secrets. Elsewhere nodes get their identity and the node
+agent only (`bootstrap.user_data`), as before.
+
+One master per cluster for now: its address is the API address. Several masters (an
+etcd member each, and an API address that survives the loss of one) are not done: a
+master group of more than one node is refused at render (`NotRenderable`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from shoal.conductor.nodegroup.state import Pass
+from shoal.domain import bootstrap
+from shoal.domain.bootstrap import ClusterSecrets, versions
+from shoal.domain.bootstrap.kubernetes import NotRenderable
+from shoal.domain.model import ROLE_MASTER, Node, NodeState
+from shoal.drivers.contract import Driver
+
+POD_SUBNETS = 256  # a /24 each in the cluster's /16 pod range
+
+
+def wanted_version(p: Pass) -> str | None:
+    """The group's Kubernetes version: its own coe_version, else the cluster's
+    coe_version, else its label kube_tag."""
+    attrs = p.snap.cluster_attrs
+    labels = attrs.get("labels") or {}
+    tag = labels.get("kube_tag") if isinstance(labels, dict) else None
+    return p.snap.group.spec.coe_version or attrs.get("coe_version") or tag
+
+
+def user_data(
+    p: Pass,
+    node: Node,
+    identity: bootstrap.NodeIdentity,
+    driver: Driver,
+    secrets: Callable[[str], ClusterSecrets] | None,
+    shoal_url: str,
+    agent_token: str | None,
+) -> str | None:
+    """`node`'s Kubernetes user data, or None where only the identity is rendered."""
+    attrs = p.snap.cluster_attrs
+    if secrets is None or not node.name or attrs.get("coe", "kubernetes") != "kubernetes":
+        return None
+    # (a method lookup, not isinstance on the Protocol: this runs for every node made)
+    reserve = getattr(driver, "reserve_address", None)
+    if reserve is None:
+        return None
+    g = p.snap.group
+    version = versions.resolve(wanted_version(p), "coe_version")
+    api = str(reserve(g.cluster_id))
+    masters: tuple[bootstrap.Master, ...] = ()
+    address = None
+    if g.spec.role == ROLE_MASTER:
+        live = [n for n in p.nodes.values() if n.name and n.state is not NodeState.DELETING]
+        if len(live) > 1 or g.spec.node_count > 1:
+            raise NotRenderable(
+                "a cluster with more than one master is not supported by the Kubernetes "
+                "bootstrap yet (one etcd member and API address per cluster): use one master"
+            )
+        masters, address = (bootstrap.Master(node.name, api),), api
+    kube_node = bootstrap.KubeNode(
+        identity,
+        node.id % POD_SUBNETS,
+        address,
+        dict(g.spec.node_labels),
+        tuple(g.spec.node_taints),
+    )
+    return bootstrap.render(
+        kube_node,
+        bootstrap.ClusterPlan(g.cluster_id, api, masters),
+        secrets(g.cluster_id),
+        version,
+        shoal_url=shoal_url,
+        agent_token=agent_token,
+        now=p.now,
+    )
