@@ -273,7 +273,12 @@ def _reader(
 
 
 def _wait(
-    c: httpx.Client, want: dict[str, str], t0: float, timeout: float, poll: float = 1.0
+    c: httpx.Client,
+    want: dict[str, str],
+    t0: float,
+    timeout: float,
+    lat: Latencies,
+    poll: float = 1.0,
 ) -> dict[str, float]:
     """Poll the cluster list until every uuid has its wanted status ("GONE": absent);
     seconds from `t0` at which each first did (to the poll period)."""
@@ -284,7 +289,12 @@ def _wait(
             raise RuntimeError(
                 f"{len(late)} clusters not settled after {timeout:.0f} s: {late[:3]}"
             )
-        by_id = {x["uuid"]: x["status"] for x in list_all(c, "/clusters", "clusters")}
+        try:
+            by_id = {x["uuid"]: x["status"] for x in list_all(c, "/clusters", "clusters")}
+        except (RuntimeError, httpx.HTTPError) as exc:  # counted; the next poll may answer
+            lat.error(f"status poll: {exc}"[:300])
+            time.sleep(poll)
+            continue
         now = time.monotonic() - t0
         for u, w in want.items():
             if u in done:
@@ -479,11 +489,11 @@ def _phases(
         uids += got
         timeout = 600 + fleet.nodes / 50 / max(1, fleet.conductors) * 4 / fleet.time_scale
         with dep.client() as c:
-            done = _wait(c, dict.fromkeys(uids, "CREATE_COMPLETE"), t_last, timeout)
+            done = _wait(c, dict.fromkeys(uids, "CREATE_COMPLETE"), t_last, timeout, lat)
         create_s = max(done.values())
         want, actions, t2 = _mutate(dep, fleet, todo, uids)
         with dep.client() as c:
-            done2 = _wait(c, want, t2, timeout)
+            done2 = _wait(c, want, t2, timeout, lat)
     sampler.stop()
     own, sim, rss = _process_figures(dep)
     own = {k: v - cpu_before[0][k] for k, v in own.items()}
@@ -592,6 +602,13 @@ class Plan:
     time_scale: float = 1.0
 
 
+def _show(rows: list[Row]) -> None:
+    """One run's rows at once (a full fleet runs for hours): the table comes at the end."""
+    for r in rows:
+        print(f"  {r.scenario}: {r.wall_s:.2f}; CPU ms/node {r.cpu_ms_per_node}; "
+              f"RSS {r.peak_rss_mb}; ok {r.ok}; {r.note}", flush=True)  # fmt: skip
+
+
 def fleet_bench(plan: Plan) -> list[Row]:
     """The whole scenario: the full size with each conductor count, with readers
     beside the first, and the small size for the growth exponent."""
@@ -611,6 +628,7 @@ def fleet_bench(plan: Plan) -> list[Row]:
     runs: dict[int, Result] = {}
     for k in plan.conductors:
         runs[k] = fleet_run(Fleet(plan.nodes, conductors=k, time_scale=plan.time_scale))
+        _show(rows_for(runs[k], f"fleet {k}c"))
     base = runs.get(1)
     for k, r in runs.items():
         rows += rows_for(r, f"fleet {k}c", base)
@@ -624,6 +642,7 @@ def fleet_bench(plan: Plan) -> list[Row]:
         read = fleet_run(Fleet(plan.nodes, conductors=first, readers=plan.readers,
                                time_scale=plan.time_scale))  # fmt: skip
         rows += rows_for(read, f"fleet {first}c + {plan.readers} readers")
+        _show(rows_for(read, f"fleet {first}c + {plan.readers} readers"))
         quiet = runs[first]
         slow = (read.post_s + read.create_s) / (quiet.post_s + quiet.create_s)
         rows.append(judged(Row("fleet: readers' cost to the conductors (create)", plan.nodes,
