@@ -6,6 +6,9 @@ shoal on real Nova beside a plain openstacksdk loop.
 ./run bench --only overhead,resize
 ./run bench libvirt         10 real tiny VMs through shoal against plain libvirt-python (root)
 ./run bench openstack       one scenario by name (the same as --only openstack)
+./run bench fleet           (only when named) 1,000 clusters, 100,000 nodes on PostgreSQL,
+                            2 APIs + 4/2/1 conductors
+./run bench fleet --fleet-nodes 10000 --fleet-conductors 4   a smaller fleet
 """
 
 from __future__ import annotations
@@ -17,14 +20,15 @@ from collections.abc import Callable
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks import dashboard, libvirt, openstack, scenarios, speedup
+from benchmarks import dashboard, fleet, libvirt, openstack, scenarios, speedup
 from benchmarks.scenarios import Row
 
-# Scenarios that run only when named: they need root, libvirtd and QEMU.
+# Scenarios that run only when named: they need root, libvirtd and QEMU. The full-size
+# fleet (issue 27) too: hours on 2 cores; `--quick` runs a small one.
 NAMED_ONLY = {"libvirt": lambda: libvirt.libvirt_vms(n=10, parallel=4)}
 
 
-def plan(quick: bool) -> dict[str, Callable[[], list[Row]]]:
+def plan(quick: bool, fleet_plan: fleet.Plan) -> dict[str, Callable[[], list[Row]]]:
     if quick:
         return {
             "overhead": lambda: scenarios.overhead([(2, 10, 0), (4, 25, 0)]),
@@ -36,6 +40,7 @@ def plan(quick: bool) -> dict[str, Callable[[], list[Row]]]:
             "bounds": lambda: scenarios.bounds(repeat=10),
             "openstack": lambda: openstack.nova_side_by_side([5], rounds=1),
             "dashboard": lambda: dashboard.dashboard(nodes=50, idle_s=3),
+            "fleet": lambda: fleet.fleet_bench(fleet_plan),
         }
     return {
         "overhead": lambda: scenarios.overhead([(1, 100, 0), (10, 100, 5), (50, 200, 60)]),
@@ -60,7 +65,8 @@ def plan(quick: bool) -> dict[str, Callable[[], list[Row]]]:
 QUICK_INFORMATION = {"latency"}
 FULL_RUN_NOTE = (
     "the full run (./run bench) takes about 15 minutes on 2 idle cores: the scale scenarios "
-    "about 4, shoal on Nova about 10 (docs/benchmarks.md)"
+    "about 4, shoal on Nova about 10; the full fleet (./run bench fleet) runs only when named "
+    "(docs/benchmarks.md)"
 )
 
 
@@ -111,11 +117,48 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
     parser.add_argument("--only", default="", help="comma-separated scenario names")
     parser.add_argument("names", nargs="*", help="scenario names (the same as --only)")
+    size = fleet.QUICK if "--quick" in (argv if argv is not None else sys.argv) else fleet.Plan()
+    parser.add_argument(
+        "--fleet-nodes",
+        type=int,
+        default=size.nodes,
+        help=f"fleet: nodes in all (~100 per cluster; default {size.nodes})",
+    )
+    parser.add_argument(
+        "--fleet-small",
+        type=int,
+        default=size.small,
+        help="fleet: the second size, for the growth exponent (0: none)",
+    )
+    parser.add_argument(
+        "--fleet-conductors",
+        default=",".join(map(str, size.conductors)),
+        help="fleet: conductor counts, the first also with readers",
+    )
+    parser.add_argument(
+        "--fleet-readers",
+        type=int,
+        default=size.readers,
+        help="fleet: concurrent reading clients in the readers' run (0: none)",
+    )
+    parser.add_argument(
+        "--fleet-time-scale",
+        type=float,
+        default=size.time_scale,
+        help="fleet: compress the sim's latencies (1: realistic)",
+    )
     args = parser.parse_args(argv)
-    todo = plan(args.quick)
+    fleet_plan = fleet.Plan(
+        args.fleet_nodes,
+        args.fleet_small,
+        tuple(int(x) for x in args.fleet_conductors.split(",") if x),
+        args.fleet_readers,
+        args.fleet_time_scale,
+    )
+    todo = plan(args.quick, fleet_plan)
     only = [n for n in args.only.split(",") if n] + list(args.names)
     if only:
-        known = {**todo, **NAMED_ONLY}
+        known = {**todo, **NAMED_ONLY, "fleet": lambda: fleet.fleet_bench(fleet_plan)}
         unknown = set(only) - set(known)
         if unknown:
             parser.error(f"unknown scenario(s) {sorted(unknown)}; choose from {sorted(known)}")

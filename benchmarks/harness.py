@@ -103,14 +103,16 @@ class Process:
 
 @dataclass
 class Deployment:
-    """`servers` API processes (each with its conductor unless `conductors` > 0)."""
+    """`apis` API processes (each with its conductor unless `conductors` > 0)."""
 
     env_extra: Mapping[str, str] = field(default_factory=dict)
-    conductors: int = 0  # >0: API with --no-conductor plus this many `shoal conductor`
+    conductors: int = 0  # >0: APIs with --no-conductor plus this many `shoal conductor`
+    apis: int = 1  # `shoal serve` processes on one database (PostgreSQL when > 1)
     database_url: str | None = None
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="shoal-bench-")))
     procs: list[Process] = field(default_factory=list)
     url: str = ""
+    urls: list[str] = field(default_factory=list)
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SHOAL_")}
@@ -122,14 +124,19 @@ class Deployment:
         return env
 
     def __enter__(self) -> Deployment:
-        port = free_port()
-        self.url = f"http://127.0.0.1:{port}"
-        argv = [SHOAL, "serve", "--port", str(port)]
-        if self.conductors:
-            argv.append("--no-conductor")
-        self.procs.append(Process(argv, self.env(), self.workdir / "serve.log"))
-        self.procs[0].start()
-        wait_http(self.url, self.procs[0])
+        for i in range(self.apis):
+            port = free_port()
+            url = f"http://127.0.0.1:{port}"
+            argv = [SHOAL, "serve", "--port", str(port)]
+            if self.conductors:
+                argv.append("--no-conductor")
+            log = self.workdir / ("serve.log" if i == 0 else f"serve{i}.log")
+            proc = Process(argv, self.env(), log)
+            proc.start()
+            self.procs.append(proc)
+            wait_http(url, proc)  # one at a time: the first makes the admin token and key
+            self.urls.append(url)
+        self.url = self.urls[0]
         for i in range(self.conductors):
             p = Process([SHOAL, "conductor"], self.env(), self.workdir / f"conductor{i}.log")
             p.start()
@@ -146,11 +153,13 @@ class Deployment:
     def peak_rss_mb(self) -> float:
         return max(p.peak_rss_mb() for p in self.procs)
 
-    def client(self) -> httpx.Client:
-        """As the deployment's admin: the token `shoal serve` made on first start."""
+    def client(self, api: int = 0) -> httpx.Client:
+        """As the deployment's admin (the token `shoal serve` made on first start), to
+        API process number `api` (modulo their count)."""
         token = (self.workdir / "data" / "admin-token").read_text().strip()
         headers = {**HEADERS, "X-Auth-Token": token}
-        return httpx.Client(base_url=self.url + "/v1", headers=headers, timeout=120)
+        url = self.urls[api % len(self.urls)] if self.urls else self.url
+        return httpx.Client(base_url=url + "/v1", headers=headers, timeout=120)
 
 
 def wait_http(url: str, proc: Process, timeout: float = 60) -> None:

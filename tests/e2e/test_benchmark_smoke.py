@@ -8,7 +8,7 @@ the correctness checks inside them (exact targeted removal) hold.
 from __future__ import annotations
 
 import pytest
-from benchmarks import scenarios
+from benchmarks import fleet, scenarios
 
 
 @pytest.mark.slow
@@ -18,3 +18,26 @@ def test_overhead_and_exact_resize_smoke() -> None:
     assert all(r.wall_s > 0 and r.cpu_ms_per_node is not None for r in rows)
     (resize,) = scenarios.targeted_resize(20, 3)
     assert "exactly the named: True" in resize.note
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_fleet_smoke(pg_url: str) -> None:
+    """A tiny fleet (3 clusters, 300 nodes) through 2 API and 2 conductor processes on
+    PostgreSQL, the sim in processes of its own (x20): every phase completes, nothing
+    errs, and the figures the table prints were measured."""
+    r = fleet.fleet_run(
+        fleet.Fleet(300, conductors=2, clients=4, readers=4, reader_pause_s=0.2, time_scale=20),
+        database_url=pg_url,
+    )
+    assert r.created == 300 and r.errors == []
+    assert r.mutated == {"resize": 1, "upgrade": 1, "delete": 1}
+    assert set(r.phase2) == {"resize", "upgrade", "delete"}
+    assert set(r.cpu_own) == {"api0", "api1", "conductor0", "conductor1"}
+    assert all(v > 0 for v in r.cpu_own.values()) and r.pg_cpu_s > 0
+    assert r.pg_connections >= 6  # 4 processes and their sim children at least
+    assert 0 < max(r.rss.values()) < 1024
+    readers = {k for k in r.lat.samples if k.startswith("read ")}
+    assert "probe GET cluster" in r.lat.samples and len(readers) >= 3
+    rows = fleet.rows_for(r, "smoke")
+    assert rows[0].wall_s == r.create_s and rows[-1].ok is True  # the errors row

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -26,6 +27,8 @@ from shoal.db.engine import Database
 from shoal.settings import ConductorSettings
 
 log = logging.getLogger(__name__)
+
+LOAD_TTL_S = 0.2  # how long one count of the due work serves this process's workers
 
 
 class Claims:
@@ -58,6 +61,9 @@ class Claims:
         # Live conductors as of the last heartbeat (None: not counted yet). Alone, a
         # conductor skips the fair-share query on every claim.
         self.live: int | None = None
+        # The due work per kind as last counted (monotonic time, Load): the capped
+        # workers of this process re-check their share together, one count for all.
+        self._load: dict[str, tuple[float, queue.Load]] = {}
 
     # -- leases held ------------------------------------------------------------
 
@@ -164,10 +170,12 @@ class Claims:
         """Whether `mine` resources already reach this process's share of the due work
         among the live conductors (unless some has waited a lease period)."""
         now = self._now()
-        live = registry.live_conductors(self.db, now - self.alive_window)
+        live = self.live  # the heartbeat's count (every lease / 3 s)
+        if live is None:
+            live = registry.live_conductors(self.db, now - self.alive_window)
         if live <= 1:
             return False
-        load = queue.load(self.db, kind.queue, now)
+        load = self._due(kind, now)
         share = -(-load.due // live)
         waited = (
             (now - load.oldest_unclaimed).total_seconds()
@@ -175,6 +183,20 @@ class Claims:
             else 0.0
         )
         return mine >= share and waited < self.settings.lease_seconds
+
+    def _due(self, kind: WorkKind, now: datetime) -> queue.Load:
+        """The due work of `kind`, counted at most once per LOAD_TTL_S by this process:
+        capped workers re-check their share 4 times a second, and one count serves
+        all of them instead of one each."""
+        t = time.monotonic()
+        with self._lock:
+            cached = self._load.get(kind.name)
+        if cached is not None and t - cached[0] < LOAD_TTL_S:
+            return cached[1]
+        load = queue.load(self.db, kind.queue, now)
+        with self._lock:
+            self._load[kind.name] = (t, load)
+        return load
 
     def _for_idle(
         self, kind: WorkKind, limit: int, release: list[str], *, merge: bool = False

@@ -111,6 +111,10 @@ def _sqlite_engine(url: str, begin: str) -> Engine:
     return engine
 
 
+PG_POOL_KEPT = 4  # connections a process keeps open to PostgreSQL between uses
+PG_POOL_BURST = 26  # more it may open at once (closed after use): at most 30
+
+
 class Database:
     """Engines and session factories for one database URL."""
 
@@ -124,7 +128,12 @@ class Database:
             self.engine = _sqlite_engine(self.url, "BEGIN")
             self.write_engine = _sqlite_engine(self.url, "BEGIN IMMEDIATE")
         else:
-            self.engine = create_engine(self.url, pool_size=10, max_overflow=40, pool_pre_ping=True)
+            # Few connections kept open per process, more only for a burst: a deployment
+            # of several API and conductor processes (each with a pool) stays well under
+            # PostgreSQL's default max_connections (100) when idle (docs/benchmarks.md).
+            self.engine = create_engine(
+                self.url, pool_size=PG_POOL_KEPT, max_overflow=PG_POOL_BURST, pool_pre_ping=True
+            )
             self.write_engine = self.engine
         self._read = sessionmaker(self.engine, expire_on_commit=False)
         self._write = sessionmaker(self.write_engine, expire_on_commit=False)
