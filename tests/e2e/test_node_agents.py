@@ -25,6 +25,7 @@ from shoal.drivers.sim.settings import SimSettings
 from shoal.drivers.sim.world import SimWorld
 from tests.support.process import Server, shoal_env
 from tests.support.server import free_port
+from tests.support.waiting import scaled
 
 AGENT = str(Path(sys.executable).with_name("shoal-agent"))
 # What "restart the services" is on these nodes: a script that takes a while and
@@ -35,7 +36,9 @@ RESTART = (
 
 
 def wait_for(done: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
+    """Wait for `done`, the timeout stretched by the machine's load (a loaded CI machine
+    runs the agents' restarts and shoal's passes slower)."""
+    deadline = time.monotonic() + scaled(timeout)
     while not done():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.2)
