@@ -28,10 +28,13 @@ from tests.support.server import free_port
 from tests.support.waiting import scaled
 
 AGENT = str(Path(sys.executable).with_name("shoal-agent"))
-# What "restart the services" is on these nodes: a script that takes a while and
-# counts its runs (a restarted agent re-runs a task it had not finished).
+# What "restart the services" is on these nodes: a script that counts its runs (a
+# restarted agent re-runs a task it had not finished) and then waits for the test to
+# open its node's gate (a file), at most 120 s: the test kills things while a task is
+# surely under way, however slowly a loaded machine lets it look.
 RESTART = (
-    "echo restarting {services} on $(cat {dir}/name); echo run >> {dir}/runs; sleep 3; echo done"
+    "echo restarting {services} on $(cat {dir}/name); echo run >> {dir}/runs; i=0; "
+    "while [ ! -e {dir}/gate ] && [ $i -lt 600 ]; do sleep 0.2; i=$((i+1)); done; echo done"
 )
 
 
@@ -83,6 +86,10 @@ class Node:
                 self.proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+    def open_gate(self) -> None:
+        """Let the node's task end."""
+        (self.dir / "gate").touch()
 
     def runs(self) -> int:
         path = self.dir / "runs"
@@ -158,12 +165,15 @@ def test_real_agents_restart_services_node_by_node_through_kills(
         assert victim is not None
         victim.kill()
         victim.start()
+        victim.open_gate()
         # shoal dies while the second node's task runs, and comes back.
         wait_for(lambda: server.get(path)["progress"].startswith("1 of"), 60, "the first node")
         wait_for(lambda: running_node() is not None, 60, "the second node's turn")
         server.kill()
         time.sleep(1)
         server.start()
+        for n in nodes:
+            n.open_gate()
         wait_for(lambda: server.get(path)["state"] != "RUNNING", 120, "the operation to end")
         op = server.get(path)
         assert op["state"] == "SUCCEEDED", json.dumps(op, indent=1)
