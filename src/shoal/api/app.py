@@ -6,6 +6,7 @@ starts the conductor (if the runtime has one) and stops it at shutdown.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -38,8 +39,9 @@ from shoal.db import errors as db_errors
 from shoal.domain import sealing
 from shoal.web import serving as dashboard
 
-# deadlock_detected, serialization_failure, lock_not_available
+log = logging.getLogger(__name__)
 UNVERSIONED = ("/openapi.json", "/docs", "/redoc", "/docs/oauth2-redirect")
+RETRY_AFTER_S = 2  # what a 503 for a crowded database suggests (Retry-After)
 
 
 class NormalizePath:
@@ -203,7 +205,24 @@ def create_app(runtime: ports.Runtime, sealer: sealing.Sealer | None = None) -> 
         if db_errors.lost_race(exc):
             msg = "The resource was changed by a concurrent request; retry"
             return errors.respond(request, 409, msg)
-        raise exc
+        return _unavailable(request, exc)
+
+    @app.exception_handler(db_errors.PoolExhausted)
+    async def _crowded(request: Request, exc: Exception) -> Response:
+        return _unavailable(request, exc)
+
+    def _unavailable(request: Request, exc: Exception) -> Response:
+        """The database cannot take the request now (out of connections, restarting,
+        unreachable): 503 with a hint to retry, nothing changed; any other database
+        failure is a server error."""
+        why = db_errors.unavailable(exc)
+        if why is None:
+            raise exc
+        log.warning("%s %s: %s (%s)", request.method, request.url.path, why, exc)
+        msg = f"Service unavailable: {why}; nothing was changed, retry in a few seconds"
+        response = errors.respond(request, 503, msg)
+        response.headers["Retry-After"] = str(RETRY_AFTER_S)
+        return response
 
     settings = runtime.settings
     app.add_middleware(
