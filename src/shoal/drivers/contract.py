@@ -384,3 +384,25 @@ class NoVirtHosts:
 
     def ready(self, cluster_id: str | None = None) -> Sequence[VirtHost]:
         return ()
+
+
+def vm_host(spec: MachineSpec, hosts: VirtHosts) -> VirtHost:
+    """The virt host a hosted driver puts `spec`'s VM on: the one its spec carries,
+    else the ready host named by its zone. PermanentError for a spec without a VM
+    shape; BlockedError (no valid host) while that host is not ready."""
+    if spec.vm is None:
+        raise PermanentError(
+            "a machine of this provider is a VM of a virt host: the node group needs a "
+            "VM slot (vms of a role=virt group of its cluster)"
+        )
+    host = spec.vm.host
+    if host is None or host.name != spec.availability_zone:
+        ready = hosts.ready(spec.cluster_id)
+        host = next((h for h in ready if h.name == spec.availability_zone), None)
+    if host is None:
+        raise BlockedError(
+            f"No valid host was found: virt host {spec.availability_zone} is not ready",
+            BlockedKind.NO_VALID_HOST,
+            az=spec.availability_zone,
+        )
+    return host

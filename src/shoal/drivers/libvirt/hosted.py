@@ -16,13 +16,11 @@ import time
 from collections.abc import Callable, Sequence
 
 from shoal.drivers.contract import (
-    BlockedError,
-    BlockedKind,
     Feature,
     MachineSpec,
-    PermanentError,
     VirtHost,
     VirtHosts,
+    vm_host,
 )
 from shoal.drivers.libvirt.driver import LibvirtDriver
 from shoal.drivers.libvirt.facts import Meta
@@ -68,21 +66,7 @@ class HostedLibvirtDriver(LibvirtDriver):
 
     def _target(self, spec: MachineSpec) -> None:
         """Permanent without a VM shape; Blocked while its host is not ready."""
-        if spec.vm is None:
-            raise PermanentError(
-                "a machine of this provider is a VM of a virt host: the node group needs a "
-                "VM slot (vms of a role=virt group of its cluster)"
-            )
-        host = spec.vm.host
-        if host is None or host.name != spec.availability_zone:
-            ready = self.virt_hosts.ready(spec.cluster_id)
-            host = next((h for h in ready if h.name == spec.availability_zone), None)
-        if host is None:
-            raise BlockedError(
-                f"No valid host was found: virt host {spec.availability_zone} is not ready",
-                BlockedKind.NO_VALID_HOST,
-                az=spec.availability_zone,
-            )
+        host = vm_host(spec, self.virt_hosts)
         self._reach([host])
 
     def _measure(self, host: str) -> None:

@@ -93,17 +93,27 @@ class OpenStackDriver:
         return self.capabilities()
 
     def release_cluster(self, project_id: str, cluster_id: str) -> None:
-        """Delete this deployment's empty server groups in the cluster's project (its
-        creator's, with a trust), now that its machines are gone: the trust goes next,
+        """Delete this deployment's server groups in the cluster's project (its
+        creator's, with a trust) that are empty but for the cluster's own servers Nova
+        may still list while it deletes them, now that its machines are gone (a group
+        waiting for Nova to drop its last member leaked): the trust goes next,
         and with it shoal's way into that project. A cluster without a trust shares the
         provider's project, which `check` tidies after the grace period (a group just
         made for another cluster is empty too). TransientError only."""
         conn = self.identity.connection(Scope(project_id, cluster_id))
         if conn is self.identity.connection(DEPLOYMENT):
             return
+        nova = self._compute(conn)
+
+        def leaving(server_id: str) -> bool:
+            """A member Nova has deleted, or one of this cluster's (being deleted)."""
+            server = nova.get(server_id)
+            meta = (server or {}).get("metadata") or {}
+            return server is None or meta.get(contract.TAG_CLUSTER) == cluster_id
+
         try:
             with errors.edge():
-                self.groups.collect(conn, grace_s=0.0)
+                self.groups.collect(conn, grace_s=0.0, leaving=leaving)
         except TransientError:
             raise
         except DriverError as exc:

@@ -67,10 +67,17 @@ class ServerGroups:
         with self._lock:
             self._ids.pop(self.nova_name(group), None)
 
-    def collect(self, conn: Connection, grace_s: float | None = None) -> list[str]:
+    def collect(
+        self,
+        conn: Connection,
+        grace_s: float | None = None,
+        leaving: Callable[[str], bool] | None = None,
+    ) -> list[str]:
         """Delete this deployment's server groups (in `conn`'s project) that stayed
         empty for the grace period (`grace_s`, default the setting's); the names
-        deleted. Raises what the SDK raises."""
+        deleted. A member for which `leaving(server id)` is true does not count (a
+        server of a cluster being released that Nova still lists while it deletes
+        it). Raises what the SDK raises."""
         grace = self.grace_s if grace_s is None else grace_s
         now = self.clock()
         mine: list[ServerGroup] = [
@@ -80,7 +87,8 @@ class ServerGroups:
         seen = set()
         for g in mine:
             seen.add(g.id)
-            if g.member_ids:
+            members = [m for m in g.member_ids or () if leaving is None or not leaving(m)]
+            if members:
                 self._empty_since.pop(g.id, None)
                 continue
             since = self._empty_since.setdefault(g.id, now)

@@ -14,8 +14,6 @@ from xml.sax.saxutils import escape, quoteattr
 
 from shoal.domain import vmtemplate, xmlallow, xmlrender
 from shoal.drivers.contract import (
-    BlockedError,
-    BlockedKind,
     Capabilities,
     Feature,
     Machine,
@@ -23,6 +21,7 @@ from shoal.drivers.contract import (
     PermanentError,
     VirtHost,
     VirtHosts,
+    vm_host,
 )
 from shoal.drivers.sim import catalog
 from shoal.drivers.sim.driver import SimDriver, _edge
@@ -68,21 +67,7 @@ class HostedSimDriver(SimDriver):
         """Idempotent on machine_id. Blocked while the host is not ready or is full;
         Permanent for a spec without a VM shape, an unknown image or a template that
         does not render."""
-        if spec.vm is None:
-            raise PermanentError(
-                "a machine of this provider is a VM of a virt host: the node group needs a "
-                "VM slot (vms of a role=virt group of its cluster)"
-            )
-        host = spec.vm.host
-        if host is None or host.name != spec.availability_zone:
-            ready = self.virt_hosts.ready(spec.cluster_id)
-            host = next((h for h in ready if h.name == spec.availability_zone), None)
-        if host is None:
-            raise BlockedError(
-                f"No valid host was found: virt host {spec.availability_zone} is not ready",
-                BlockedKind.NO_VALID_HOST,
-                az=spec.availability_zone,
-            )
+        host = vm_host(spec, self.virt_hosts)
         xml = render(spec, host)
         server: SimServer = _edge(
             lambda: self.world.api("create_vm", spec.machine_id, spec, host.machine_id, xml)
