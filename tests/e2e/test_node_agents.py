@@ -38,12 +38,14 @@ RESTART = (
 )
 
 
-def wait_for(done: Callable[[], bool], timeout: float, what: str) -> None:
+def wait_for(
+    done: Callable[[], bool], timeout: float, what: str, story: Callable[[], str] = str
+) -> None:
     """Wait for `done`, the timeout stretched by the machine's load (a loaded CI machine
-    runs the agents' restarts and shoal's passes slower)."""
+    runs the agents' restarts and shoal's passes slower); `story()` says what was seen."""
     deadline = time.monotonic() + scaled(timeout)
     while not done():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}\n{story()}"
         time.sleep(0.2)
 
 
@@ -155,26 +157,37 @@ def test_real_agents_restart_services_node_by_node_through_kills(
             assert len(busy) <= 1, "two nodes restarting at once"
             return next((n for n in nodes if n.uuid in busy), None)
 
+        def story() -> str:
+            """The operation, the group's nodes and events, and the server's log's end."""
+            nodes_now = server.get(f"/clusters/{cid}/nodes", nodegroup="w")["nodes"]
+            events = server.get(f"/clusters/{cid}/events").get("events", [])[-15:]
+            log = server.log.read_text(errors="replace")[-4000:]
+            return "\n".join(
+                [json.dumps(server.get(path), indent=1), json.dumps(nodes_now, indent=1),
+                 json.dumps(events, indent=1), log]
+            )  # fmt: skip
+
         def mid_task() -> bool:
             node = running_node()
             return node is not None and node.runs() == 1
 
         # The first node's agent dies in the middle of its task and comes back.
-        wait_for(mid_task, 60, "the first node's task to run")
+        wait_for(mid_task, 60, "the first node's task to run", story)
         victim = running_node()
         assert victim is not None
         victim.kill()
         victim.start()
         victim.open_gate()
         # shoal dies while the second node's task runs, and comes back.
-        wait_for(lambda: server.get(path)["progress"].startswith("1 of"), 60, "the first node")
-        wait_for(lambda: running_node() is not None, 60, "the second node's turn")
+        first_done = lambda: server.get(path)["progress"].startswith("1 of")  # noqa: E731
+        wait_for(first_done, 60, "the first node", story)
+        wait_for(lambda: running_node() is not None, 60, "the second node's turn", story)
         server.kill()
         time.sleep(1)
         server.start()
         for n in nodes:
             n.open_gate()
-        wait_for(lambda: server.get(path)["state"] != "RUNNING", 120, "the operation to end")
+        wait_for(lambda: server.get(path)["state"] != "RUNNING", 120, "the operation to end", story)
         op = server.get(path)
         assert op["state"] == "SUCCEEDED", json.dumps(op, indent=1)
         assert [t["state"] for t in op["tasks"]] == ["SUCCEEDED"] * 3
