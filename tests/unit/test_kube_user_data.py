@@ -164,17 +164,15 @@ def test_leases_lowest_free_first_and_never_shared(tmp_path: Path) -> None:
     assert leases.take("m9") == "10.7.0.3"  # free again once released
 
 
-def test_a_clusters_api_address_goes_to_its_first_master_and_back(tmp_path: Path) -> None:
+def test_a_clusters_api_address_is_its_own_and_no_machine_takes_it(tmp_path: Path) -> None:
     leases = Leases(tmp_path, "10.7.0.0/29")
     assert leases.reserve("c") == "10.7.0.2" == leases.reserve("c")
-    assert leases.take("w1") == "10.7.0.3"  # a worker does not take it
-    assert leases.take("m1", cluster_api="c") == "10.7.0.2"
-    assert leases.take("m2", cluster_api="c") == "10.7.0.4"  # taken: one of its own
+    assert leases.take("w1") == "10.7.0.3"
+    assert leases.take("m1") == "10.7.0.4"  # a master too: its own
     leases.release("m1")
-    assert leases.held()["10.7.0.2"] == "cluster:c"  # back to the cluster
-    assert leases.take("m3", cluster_api="c") == "10.7.0.2"
+    assert leases.held()["10.7.0.2"] == "cluster:c"
     leases.release_cluster("c")
-    assert "10.7.0.2" not in leases.held()
+    assert leases.take("m2") == "10.7.0.2"  # free once the cluster is released
 
 
 def test_no_free_address_blocks(tmp_path: Path) -> None:
