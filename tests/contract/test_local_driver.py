@@ -180,9 +180,12 @@ def test_a_clusters_api_address_forwards_to_its_running_masters(
     wait("nobody answers once no master runs", lambda: answer(api) == "")
     d.release_cluster("p", "c")
     assert not (Path(settings.state_dir) / "balancers" / "c.json").exists()
-    assert api not in subprocess.run(
-        ["ip", "-o", "addr", "show", "dev", settings.bridge], capture_output=True, text=True
-    ).stdout
+    assert (
+        api
+        not in subprocess.run(
+            ["ip", "-o", "addr", "show", "dev", settings.bridge], capture_output=True, text=True
+        ).stdout
+    )
 
 
 def test_machines_outlive_a_killed_shoal_and_are_adopted(

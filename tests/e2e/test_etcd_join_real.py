@@ -19,7 +19,6 @@ import signal
 import ssl
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -179,7 +178,11 @@ def test_masters_join_one_by_one_and_a_replacement_takes_a_lost_members_place(
     for m in ms:  # all at once, as the conductor makes them
         m.start()
     try:
-        wait(lambda: started(ms[0]) == ["m0", "m1", "m2"], lambda: progress(ms, ms[0]), "three members")
+        wait(
+            lambda: started(ms[0]) == ["m0", "m1", "m2"],
+            lambda: progress(ms, ms[0]),
+            "three members",
+        )
     except AssertionError:
         raise AssertionError("\n".join(f"--- {m.name}\n{m.log()}" for m in ms)) from None
     assert put_and_get(ms[1])
@@ -195,7 +198,11 @@ def test_masters_join_one_by_one_and_a_replacement_takes_a_lost_members_place(
     assert m3.joins
     m3.start()
     try:
-        wait(lambda: started(ms[1]) == ["m1", "m2", "m3"], lambda: progress([*ms[1:], m3], ms[1]), "m0 out, m3 in")
+        wait(
+            lambda: started(ms[1]) == ["m1", "m2", "m3"],
+            lambda: progress([*ms[1:], m3], ms[1]),
+            "m0 out, m3 in",
+        )
     except AssertionError:
         raise AssertionError(m3.log()) from None
     assert "removed member m0" in (m3.dir / "log").read_text(errors="replace")

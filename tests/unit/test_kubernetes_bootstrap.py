@@ -6,7 +6,6 @@ agent parses it)."""
 from __future__ import annotations
 
 import base64
-import ipaddress
 import json
 import tomllib
 from datetime import UTC, datetime
@@ -429,8 +428,9 @@ def test_multi_master_etcd_certificates_and_leader_election() -> None:
 
 def test_every_master_gets_its_own_documents_and_only_the_first_the_cluster_steps() -> None:
     got = {
-        name: kubernetes.bundle(node(name, "master", address=a), plan_of(M0, M1, M2),
-                                SECRETS, V, NOW)  # fmt: skip
+        name: kubernetes.bundle(
+            node(name, "master", address=a), plan_of(M0, M1, M2), SECRETS, V, NOW
+        )  # fmt: skip
         for name, a in (M0, M1, M2)
     }
     for name, b in got.items():

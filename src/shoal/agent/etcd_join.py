@@ -107,9 +107,7 @@ def stale(members: Sequence[Member], owned: set[str], own_peer: str) -> list[Mem
     return [
         m
         for m in members
-        if m.name
-        and own_peer not in m.peer_urls
-        and not any(u in owned for u in m.peer_urls)
+        if m.name and own_peer not in m.peer_urls and not any(u in owned for u in m.peer_urls)
     ]
 
 

@@ -506,9 +506,7 @@ def _control_plane(node: KubeNode, cluster: ClusterPlan, node_ip: str) -> list[s
     cm_conf, sched_conf = f"{ETC}/controller-manager.conf", f"{ETC}/scheduler.conf"
     readyz = svc.command("kubectl", f"--kubeconfig={ADMIN_CONF}", "get", "--raw", "/readyz")
     return [
-        svc.Service(
-            "etcd", tuple(etcd), ready=svc.tcp("127.0.0.1", ETCD_CLIENT_PORT)
-        ),
+        svc.Service("etcd", tuple(etcd), ready=svc.tcp("127.0.0.1", ETCD_CLIENT_PORT)),
         svc.Service(
             "kube-apiserver",
             tuple(apiserver_argv(node, cluster, node_ip)),

@@ -157,9 +157,7 @@ def masters(state_dir: Path, cluster_id: str) -> list[str]:
 class Forwarder:
     """The serving side: pick a backend per connection, pipe bytes both ways."""
 
-    def __init__(
-        self, state_dir: Path, cluster_id: str, backend_port: int, bridge: str
-    ) -> None:
+    def __init__(self, state_dir: Path, cluster_id: str, backend_port: int, bridge: str) -> None:
         self.state_dir, self.cluster_id = state_dir, cluster_id
         self.backend_port, self.bridge = backend_port, bridge
         self.backends: list[str] = []
@@ -200,9 +198,8 @@ class Forwarder:
                     w.close()
 
     def should_stop(self) -> bool:
-        return (
-            not record_path(self.state_dir, self.cluster_id).exists()
-            or not hostops.link_exists(self.bridge)
+        return not record_path(self.state_dir, self.cluster_id).exists() or not hostops.link_exists(
+            self.bridge
         )
 
 

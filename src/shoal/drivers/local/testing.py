@@ -49,9 +49,8 @@ def require_local() -> None:
 
 def cleanup(settings: LocalSettings) -> None:
     """Delete every machine and balancer of the provider, and its bridge."""
-    from shoal.drivers.local.driver import LocalDriver
-
     from shoal.drivers.local import balancer
+    from shoal.drivers.local.driver import LocalDriver
 
     driver = LocalDriver(settings)
     for m in driver.list_machines({}):
