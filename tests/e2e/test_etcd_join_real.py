@@ -187,13 +187,14 @@ def test_masters_join_one_by_one_and_a_replacement_takes_a_lost_members_place(
         raise AssertionError("\n".join(f"--- {m.name}\n{m.log()}" for m in ms)) from None
     assert put_and_get(ms[1])
 
-    # m0 is lost; m3 replaces it (rendered with the masters that are left and itself).
+    # m0 is lost; m3 replaces it at the address m0 had (freed with its machine),
+    # rendered with the masters that are left and itself.
     ms[0].kill()
     # two of three: still a quorum (once they have elected a leader, if m0 led)
     wait(lambda: put_and_get(ms[2]), lambda: None, "a write with two of three")
-    rest = [("m1", "127.0.0.11"), ("m2", "127.0.0.12"), ("m3", "127.0.0.13")]
+    rest = [("m1", "127.0.0.11"), ("m2", "127.0.0.12"), ("m3", "127.0.0.10")]
     cluster["plan"] = plan(rest, exists=True)
-    m3 = Member(cluster["root"], 3, "m3", "127.0.0.13", cluster)
+    m3 = Member(cluster["root"], 3, "m3", "127.0.0.10", cluster)
     cluster["members"].append(m3)
     assert m3.joins
     m3.start()

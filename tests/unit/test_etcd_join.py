@@ -20,8 +20,15 @@ def test_stale_members_are_started_ones_no_master_owns() -> None:
         Member("5", "", ("https://10.0.0.9:2380",)),  # unstarted, unowned: another's add
         Member("4", "m4", (D,)),  # this one (restarted before its data was written)
     ]
-    got = stale(members, set(MASTERS.values()), D)
+    got = stale(members, MASTERS, "m4")
     assert [m.name for m in got] == ["m1"]
+
+
+def test_a_lost_master_whose_address_this_one_has_now_is_stale() -> None:
+    """Its member would otherwise be taken for this one by peer URL, with a log
+    position this empty data dir does not have (etcd panics)."""
+    members = [Member("1", "m1", (D,)), Member("2", "m2", (B,))]
+    assert [m.name for m in stale(members, MASTERS, "m4")] == ["m1"]
 
 
 def test_the_initial_cluster_names_every_member_by_name_or_owner() -> None:

@@ -6,9 +6,10 @@ then becomes etcd (exec, so the supervisor's process is etcd itself).
 
 - A data dir from an earlier start: run etcd at once (it knows its cluster).
 - Else, through the first of `--endpoints` that answers (etcd's JSON gateway over TLS,
-  this master's certificate as the client's): remove every member that no master of
-  `--masters` owns (by peer URL), has started once and whose peer port no longer
-  answers (a lost or replaced master); add this member unless it is listed; run etcd
+  this master's certificate as the client's): remove every member that has started
+  once under a name and peer URL no master of `--masters` has, and whose peer port no
+  longer answers (a lost or replaced master, also one whose address this master now
+  has); add this member unless it is listed; run etcd
   with every member as `--initial-cluster` and `--initial-cluster-state=existing`.
 - etcd refuses an add that would leave too few started members for a quorum (another
   master joined a moment ago and is not up yet): wait and try again. Gives up after
@@ -101,13 +102,16 @@ def peer_answers(url: str, timeout: float = 2.0) -> bool:
         return False
 
 
-def stale(members: Sequence[Member], owned: set[str], own_peer: str) -> list[Member]:
-    """Members no master owns any more: started once (named), none of their peer URLs
-    among the masters', not this one. (Whether they still answer is asked apart.)"""
+def stale(members: Sequence[Member], masters: dict[str, str], name: str) -> list[Member]:
+    """Members no master owns any more: started once (named), not this one, and no
+    master of the plan has both their name and their peer URL. That includes a lost
+    master whose address this one now has: joining as it would take its member's
+    place and its log position, which this empty data dir does not have. (Whether
+    they still answer is asked apart.)"""
     return [
         m
         for m in members
-        if m.name and own_peer not in m.peer_urls and not any(u in owned for u in m.peer_urls)
+        if m.name and m.name != name and not any(masters.get(m.name) == u for u in m.peer_urls)
     ]
 
 
@@ -129,10 +133,13 @@ def join(args: argparse.Namespace, gateway: Gateway) -> str:
     """One try: the `--initial-cluster` this member starts with, once it is listed."""
     masters = dict(pair.split("=", 1) for pair in args.masters.split(",") if pair)
     endpoint, members = gateway.members()
-    for m in stale(members, set(masters.values()), args.peer_url):
+    removed = []
+    for m in stale(members, masters, args.name):
         if not any(peer_answers(u) for u in m.peer_urls):
             gateway.call("/v3/cluster/member/remove", {"ID": m.id}, endpoint)
             print(f"etcd-join: removed member {m.name} ({', '.join(m.peer_urls)})", flush=True)
+            removed.append(m.id)
+    members = [m for m in members if m.id not in removed]
     if not any(args.peer_url in m.peer_urls for m in members):
         gateway.call("/v3/cluster/member/add", {"peerURLs": [args.peer_url]}, endpoint)
         print(f"etcd-join: added {args.name} ({args.peer_url}) through {endpoint}", flush=True)
