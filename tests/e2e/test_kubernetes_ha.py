@@ -22,7 +22,9 @@ from typing import Any
 
 import pytest
 
-from shoal.drivers.local import machines
+from shoal.domain.bootstrap import kubernetes
+from shoal.drivers.contract import Machine
+from shoal.drivers.local import hostops, machines
 from shoal.drivers.local.driver import LocalDriver
 from tests.e2e.test_kubernetes_cluster import (  # the same harness
     READY_TIMEOUT,
@@ -110,8 +112,24 @@ def test_three_masters_behind_the_balancer_survive_the_loss_of_one(
             f"Ready after {ready_s:.1f}s"
         )
 
-        # The first master (it started etcd and ran the cluster's one-shot steps) is lost.
-        lost = min(masters.values(), key=lambda m: m.name)
+        for m in driver.list_machines({}):
+            rss = hostops.rss_kib(driver.pids(m.machine_id))
+            top = ", ".join(
+                f"{k} {v // 1024}" for k, v in sorted(rss.items(), key=lambda i: -i[1])[:6]
+            )
+            print(f"{m.name} ({m.tags['shoal-role']}): RSS {sum(rss.values()) // 1024} MiB ({top})")
+
+        # The first master is lost: it started etcd and ran the cluster's one-shot steps.
+        def founder(m: Machine) -> bool:
+            try:
+                driver.run(m.machine_id, ["test", "-e", kubernetes.CLUSTER_BOOTSTRAP])
+            except hostops.MachineError:
+                return False
+            return True
+
+        (lost,) = [m for m in masters.values() if founder(m)]
+        etcd = driver.run(lost.machine_id, ["cat", "/etc/shoal/services.json"])
+        assert '"etcd-join"' not in etcd  # it started etcd; the others joined it
         record = machines.read(Path(settings.state_dir) / "machines" / lost.machine_id)
         assert record is not None
         os.kill(record.init_pid, signal.SIGKILL)
