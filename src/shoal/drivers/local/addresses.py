@@ -78,6 +78,7 @@ class Leases:
 
     def release_cluster(self, cluster_id: str) -> None:
         for address, holder in self.held().items():
-            if holder == f"cluster:{cluster_id}":
+            # (also "cluster:<id> <machine>": a master held it before the balancer)
+            if holder.split()[:1] == [f"cluster:{cluster_id}"]:
                 with contextlib.suppress(FileNotFoundError):
                     (self.dir / address).unlink()
