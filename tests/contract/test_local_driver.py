@@ -98,18 +98,94 @@ def test_addresses_are_leased_lowest_first_and_never_shared(settings: LocalSetti
     d = LocalDriver(settings)
     base = settings.subnet.rsplit(".", 1)[0]
     worker, master = spec("w-1"), dataclasses.replace(spec("m-1"), role="master")
-    assert d.reserve_address("c") == f"{base}.2"
+    assert d.reserve_address("c") == f"{base}.2"  # the cluster's balancer's
     assert d.reserve_address("c") == f"{base}.2"  # held: the same
     assert d.ensure_machine(worker).address == f"{base}.3"
-    assert d.ensure_machine(master).address == f"{base}.2"  # the cluster's API address
-    again = dataclasses.replace(spec("m-2"), role="master")
-    assert d.ensure_machine(again).address == f"{base}.4"  # taken: an address of its own
-    d.delete_machine(master.machine_id)
-    assert d.reserve_address("c") == f"{base}.2"  # back to the cluster, not free
+    assert d.reserve_machine_address(master.machine_id) == f"{base}.4"  # before it is made
     assert d.ensure_machine(spec("w-2")).address == f"{base}.5"
+    assert d.ensure_machine(master).address == f"{base}.4"  # the one reserved for it
+    d.delete_machine(master.machine_id)
+    assert d.reserve_address("c") == f"{base}.2"
     d.release_cluster("p", "c")
     d.delete_machine(worker.machine_id)
     assert d.ensure_machine(spec("w-3")).address == f"{base}.2"  # lowest free again
+
+
+SERVE_NAME = (
+    "import os, socket\n"
+    "s = socket.socket()\n"
+    "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+    "s.bind(('0.0.0.0', 6443))\n"
+    "s.listen()\n"
+    "while True:\n"
+    "    c, _ = s.accept()\n"
+    "    c.sendall(os.uname().nodename.encode())\n"
+    "    c.close()\n"
+)
+
+
+def answer(address: str) -> str:
+    """Who answers on the API port at `address` ("" when nobody does)."""
+    import socket
+
+    try:
+        with socket.create_connection((address, 6443), timeout=3) as c:
+            c.settimeout(3)
+            got = b""
+            while chunk := c.recv(100):
+                got += chunk
+            return got.decode()
+    except OSError:
+        return ""
+
+
+def test_a_clusters_api_address_forwards_to_its_running_masters(
+    settings: LocalSettings,
+) -> None:
+    """The balancer on the reserved address sends each connection to a running master
+    of its cluster (never another cluster's, never a worker); a master whose machine
+    is killed is passed over; releasing the cluster stops it and frees the address."""
+    d = LocalDriver(settings)
+    assert contract.Feature.API_LOAD_BALANCER in d.capabilities().features
+    assert isinstance(d, contract.ApiLoadBalancingDriver)
+    api = d.reserve_address("c")
+    ud = "#cloud-config\n" + json.dumps(
+        {
+            "write_files": [{"path": "/root/serve.py", "content": SERVE_NAME}],
+            "runcmd": [["sh", "-c", "setsid python3 /root/serve.py >/dev/null 2>&1 &"]],
+        }
+    )
+    m1, m2 = (dataclasses.replace(spec(n, ud), role="master") for n in ("lb-m1", "lb-m2"))
+    other = dataclasses.replace(spec("lb-x", ud), role="master", cluster_id="other")
+    worker = spec("lb-w", ud)
+    for s in (m1, m2, other, worker):
+        d.ensure_machine(s)
+    seen: set[str] = set()
+
+    def both() -> bool:
+        seen.add(answer(api))
+        return {"lb-m1", "lb-m2"} <= seen
+
+    wait("both masters answer through the balancer", both, 120)
+    assert seen - {""} == {"lb-m1", "lb-m2"}
+    r1 = machines.read(Path(settings.state_dir) / "machines" / m1.machine_id)
+    assert r1 is not None
+    os.kill(r1.init_pid, signal.SIGKILL)  # the machine is lost, not deleted
+    wait("m1 reported lost", lambda: d.list_machines({"shoal-node": m1.machine_id})[0].state
+         is MachineState.ERROR)  # fmt: skip
+    answers = [answer(api) for _ in range(6)]
+    assert answers == ["lb-m2"] * 6, answers
+    d.delete_machine(m1.machine_id)
+    d.delete_machine(m2.machine_id)
+    wait("nobody answers once no master runs", lambda: answer(api) == "")
+    d.release_cluster("p", "c")
+    assert not (Path(settings.state_dir) / "balancers" / "c.json").exists()
+    assert (
+        api
+        not in subprocess.run(
+            ["ip", "-o", "addr", "show", "dev", settings.bridge], capture_output=True, text=True
+        ).stdout
+    )
 
 
 def test_machines_outlive_a_killed_shoal_and_are_adopted(

@@ -53,7 +53,23 @@ class Plain:
     name = "plain"
 
 
-def snapshot(role: str = "worker", count: int = 1, **attrs: Any) -> Pass:
+class Balancing(Reserving):
+    """A driver whose API address is a load balancer and that reserves each machine's
+    address before it is made (`contract.ApiLoadBalancingDriver`)."""
+
+    name = "balancing"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.machines: dict[str, str] = {}
+
+    def reserve_machine_address(self, machine_id: str) -> str:
+        return self.machines.setdefault(machine_id, f"10.9.0.{10 + len(self.machines)}")
+
+
+def snapshot(
+    role: str = "worker", count: int = 1, nodes: tuple[m.Node, ...] = (), **attrs: Any
+) -> Pass:
     s = m.NodeGroupSpec(role=role, flavor_id="local", image_id="host", node_count=count)
     g = m.NodeGroup(1, "g-1", "c-1", "p-1", role, False, s)
     snap = GroupSnapshot(
@@ -62,7 +78,7 @@ def snapshot(role: str = "worker", count: int = 1, **attrs: Any) -> Pass:
         cluster_attrs={"labels": {"kube_tag": "v1.20.2"}, **attrs},
         cluster_deleting=False,
         operation_started_at=None,
-        nodes=[],
+        nodes=list(nodes),
     )
     return Pass.start(snap, T0, [], "local")
 
@@ -115,6 +131,70 @@ def test_where_only_the_identity_is_rendered(
     assert "/etc/shoal/node.json" in files(got.user_data)
 
 
+def manifest_of(user_data: str | None) -> dict[str, list[str]]:
+    assert user_data is not None
+    doc = json.loads(files(user_data)["/etc/shoal/services.json"])
+    return {s["name"]: s["argv"] for s in doc["services"]}
+
+
+def master(i: int, **kw: Any) -> m.Node:
+    return dataclasses.replace(node(i), name=f"demo-master-{i}", uuid=f"u-{i}", **kw)
+
+
+def test_three_masters_behind_a_balancer_each_know_all_and_the_first_starts_etcd() -> None:
+    driver = Balancing()
+    three = tuple(master(i) for i in (1, 2, 3))
+    p = snapshot("master", count=3, nodes=three)
+    got = {n.name: manifest_of(spec.machine_spec(p, n, "u", None, driver, secrets).user_data)
+           for n in three}  # fmt: skip
+    assert driver.machines == {"u-1": "10.9.0.10", "u-2": "10.9.0.11", "u-3": "10.9.0.12"}
+    first, second = got["demo-master-1"], got["demo-master-2"]
+    assert "--initial-cluster=demo-master-1=https://10.9.0.10:2380" in first["etcd"]
+    assert second["etcd"][:2] == ["shoal-agent", "etcd-join"]
+    assert "--endpoints=https://10.9.0.10:2379,https://10.9.0.12:2379" in second["etcd"]
+    assert "--advertise-address=10.9.0.11" in second["kube-apiserver"]
+    assert (
+        "--etcd-servers=https://10.9.0.11:2379,https://10.9.0.10:2379,https://10.9.0.12:2379"
+        in second["kube-apiserver"]
+    )
+    assert "cluster-bootstrap" in got["demo-master-1"]
+    assert "cluster-bootstrap" not in second
+
+
+def test_a_master_replacing_a_lost_one_joins_the_etcd_of_those_left() -> None:
+    driver = Balancing()
+    up = T0 - timedelta(minutes=30)
+    old = (
+        master(1, state=m.NodeState.DELETING, address="10.9.0.10"),
+        master(2, state=m.NodeState.ACTIVE, address="10.9.0.11", ready_at=up),
+        master(3, state=m.NodeState.ACTIVE, address="10.9.0.12", ready_at=up),
+    )
+    new = master(4, created_at=T0 - timedelta(minutes=1))
+    driver.machines = {n.uuid: str(n.address) for n in old}  # held since they were made
+    p = snapshot("master", count=3, nodes=(*old, new))
+    got = manifest_of(spec.machine_spec(p, new, "u", None, driver, secrets).user_data)
+    assert got["etcd"][:2] == ["shoal-agent", "etcd-join"]  # etcd exists: it joins
+    assert (
+        "--masters=demo-master-2=https://10.9.0.11:2380,demo-master-3=https://10.9.0.12:2380,"
+        "demo-master-4=https://10.9.0.13:2380"
+    ) in got["etcd"]
+    assert driver.machines["u-4"] == "10.9.0.13"
+
+
+def test_masters_made_together_do_not_count_as_an_existing_etcd() -> None:
+    """A first master retried after the others came up still starts etcd: they were
+    decided on together, so none of them was up before it."""
+    made = T0 - timedelta(minutes=5)
+    first = master(1, created_at=made)
+    others = tuple(
+        master(i, created_at=made, state=m.NodeState.ACTIVE, ready_at=made + timedelta(minutes=1))
+        for i in (2, 3)
+    )
+    p = snapshot("master", count=3, nodes=(first, *others))
+    got = manifest_of(spec.machine_spec(p, first, "u", None, Balancing(), secrets).user_data)
+    assert got["etcd"][0] == "etcd" and "--initial-cluster-state=new" in got["etcd"]
+
+
 def test_more_than_one_master_is_refused_with_the_reason() -> None:
     with pytest.raises(NotRenderable, match="use one master"):
         spec.machine_spec(snapshot("master", count=3), node(), "u", None, Reserving(), secrets)
@@ -164,17 +244,15 @@ def test_leases_lowest_free_first_and_never_shared(tmp_path: Path) -> None:
     assert leases.take("m9") == "10.7.0.3"  # free again once released
 
 
-def test_a_clusters_api_address_goes_to_its_first_master_and_back(tmp_path: Path) -> None:
+def test_a_clusters_api_address_is_its_own_and_no_machine_takes_it(tmp_path: Path) -> None:
     leases = Leases(tmp_path, "10.7.0.0/29")
     assert leases.reserve("c") == "10.7.0.2" == leases.reserve("c")
-    assert leases.take("w1") == "10.7.0.3"  # a worker does not take it
-    assert leases.take("m1", cluster_api="c") == "10.7.0.2"
-    assert leases.take("m2", cluster_api="c") == "10.7.0.4"  # taken: one of its own
+    assert leases.take("w1") == "10.7.0.3"
+    assert leases.take("m1") == "10.7.0.4"  # a master too: its own
     leases.release("m1")
-    assert leases.held()["10.7.0.2"] == "cluster:c"  # back to the cluster
-    assert leases.take("m3", cluster_api="c") == "10.7.0.2"
+    assert leases.held()["10.7.0.2"] == "cluster:c"
     leases.release_cluster("c")
-    assert "10.7.0.2" not in leases.held()
+    assert leases.take("m2") == "10.7.0.2"  # free once the cluster is released
 
 
 def test_no_free_address_blocks(tmp_path: Path) -> None:

@@ -6,7 +6,6 @@ agent parses it)."""
 from __future__ import annotations
 
 import base64
-import ipaddress
 import json
 import tomllib
 from datetime import UTC, datetime
@@ -310,22 +309,137 @@ def test_only_the_first_master_runs_the_cluster_bootstrap() -> None:
     assert kubernetes.CLUSTER_BOOTSTRAP not in files_of(b)
 
 
-def test_multi_master_etcd_peers_over_tls_between_every_master() -> None:
+def plan_of(*masters: tuple[str, str | None], exists: bool = False) -> kubernetes.ClusterPlan:
+    return kubernetes.ClusterPlan(
+        "c-1",
+        "203.0.113.5",
+        tuple(kubernetes.Master(n, a) for n, a in masters),
+        etcd_exists=exists,
+    )
+
+
+M0, M1, M2 = ("m0", "10.0.0.10"), ("m1", "10.0.0.11"), ("m2", "10.0.0.12")
+
+
+@pytest.mark.parametrize(
+    ("who", "plan", "mode", "why"),
+    [
+        (("m0", None), plan_of(("m0", None)), "loopback", "one master, address unknown"),
+        (M0, plan_of(M0), "new", "one master with its own address: others may join later"),
+        (M0, plan_of(M0, M1, M2), "new", "the first master of a new cluster starts etcd"),
+        (M1, plan_of(M0, M1, M2), "join", "the others join it"),
+        (M2, plan_of(M0, M1, M2), "join", "the others join it"),
+        (M0, plan_of(M0, M1, M2, exists=True), "join", "etcd exists: even the first joins"),
+        (M1, plan_of(M1, exists=True), "join", "a lone replacement joins what is left"),
+    ],
+)
+def test_how_each_master_gets_its_etcd_member(
+    who: tuple[str, str | None], plan: kubernetes.ClusterPlan, mode: str, why: str
+) -> None:
+    assert kubernetes.etcd_mode(node(who[0], "master", address=who[1]), plan) == mode, why
+
+
+def test_the_first_master_starts_a_cluster_of_one_over_tls() -> None:
+    etcd = kubernetes.etcd_argv(node("m0", "master", address="10.0.0.10"), plan_of(M0, M1, M2))
+    assert "--initial-cluster-state=new" in etcd
+    assert "--initial-cluster=m0=https://10.0.0.10:2380" in etcd
+    assert "--listen-client-urls=http://127.0.0.1:2379,https://10.0.0.10:2379" in etcd
+    assert "--advertise-client-urls=https://10.0.0.10:2379" in etcd
+    assert "--listen-peer-urls=https://10.0.0.10:2380" in etcd
+    assert "--client-cert-auth=true" in etcd and "--peer-client-cert-auth=true" in etcd
+
+
+def test_the_other_masters_join_through_the_agent_then_run_etcd() -> None:
+    b = kubernetes.bundle(
+        node("m1", "master", address="10.0.0.11"), plan_of(M0, M1, M2), SECRETS, V, NOW
+    )
+    argv = next(s for s in b.services if s.name == "etcd").argv
+    cut = argv.index("--")
+    assert argv[:cut] == (
+        "shoal-agent",
+        "etcd-join",
+        "--name=m1",
+        "--data-dir=/var/lib/etcd",
+        "--peer-url=https://10.0.0.11:2380",
+        "--endpoints=https://10.0.0.10:2379,https://10.0.0.12:2379",
+        "--masters=m0=https://10.0.0.10:2380,m1=https://10.0.0.11:2380,m2=https://10.0.0.12:2380",
+        "--cert=/etc/kubernetes/pki/etcd/peer.crt",
+        "--key=/etc/kubernetes/pki/etcd/peer.key",
+        "--ca=/etc/kubernetes/pki/ca.crt",
+    )
+    etcd = argv[cut + 1 :]
+    assert etcd[0] == "etcd" and "--name=m1" in etcd
+    # the join step names the initial cluster: the rendered argv has none
+    assert not [a for a in etcd if a.startswith("--initial-cluster=")]
+    assert not [a for a in etcd if a.startswith("--initial-cluster-state")]
+    assert "--initial-cluster-token=shoal-c-1" in etcd
+
+
+@pytest.mark.parametrize(
+    ("who", "plan", "servers"),
+    [
+        (("m0", None), plan_of(("m0", None)), "http://127.0.0.1:2379"),
+        (M0, plan_of(M0), "https://10.0.0.10:2379"),
+        (
+            M1,
+            plan_of(M0, M1, M2),
+            "https://10.0.0.11:2379,https://10.0.0.10:2379,https://10.0.0.12:2379",
+        ),
+    ],
+)
+def test_each_api_server_talks_to_every_etcd_member_its_own_first(
+    who: tuple[str, str | None], plan: kubernetes.ClusterPlan, servers: str
+) -> None:
+    argv = kubernetes.apiserver_argv(node(who[0], "master", address=who[1]), plan, "10.0.0.99")
+    assert f"--etcd-servers={servers}" in argv
+    tls = [a for a in argv if a.startswith("--etcd-c") or a.startswith("--etcd-k")]
+    if servers.startswith("https"):
+        assert tls == [
+            "--etcd-cafile=/etc/kubernetes/pki/ca.crt",
+            "--etcd-certfile=/etc/kubernetes/pki/apiserver-etcd-client.crt",
+            "--etcd-keyfile=/etc/kubernetes/pki/apiserver-etcd-client.key",
+        ]
+    else:
+        assert tls == []
+
+
+def test_multi_master_etcd_certificates_and_leader_election() -> None:
     b = kubernetes.bundle(
         node("demo-master-1", "master", address="10.0.0.11"), THREE, SECRETS, V, NOW
     )
-    etcd = next(s for s in b.services if s.name == "etcd").argv
-    assert (
-        "--initial-cluster=demo-master-0=https://10.0.0.10:2380,"
-        "demo-master-1=https://10.0.0.11:2380,demo-master-2=https://10.0.0.12:2380"
-    ) in etcd
-    assert "--listen-peer-urls=https://10.0.0.11:2380" in etcd
-    assert "--peer-client-cert-auth=true" in etcd
-    peer = cert(files_of(b)["/etc/kubernetes/pki/etcd/peer.crt"].content)
+    f = files_of(b)
+    peer = cert(f["/etc/kubernetes/pki/etcd/peer.crt"].content)
     assert signed_by_ca(peer)
     sans = peer.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    assert sans.get_values_for_type(x509.IPAddress) == [ipaddress.ip_address("10.0.0.11")]
-    assert "--leader-elect=true" in next(s for s in b.services if s.name == "kube-scheduler").argv
+    ips = {str(ip) for ip in sans.get_values_for_type(x509.IPAddress)}
+    assert ips == {"10.0.0.11", "127.0.0.1"}
+    eku = list(peer.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value)
+    assert set(eku) == {ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH}
+    client = cert(f["/etc/kubernetes/pki/apiserver-etcd-client.crt"].content)
+    assert signed_by_ca(client)
+    assert client.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == (
+        "kube-apiserver-etcd-client"
+    )
+    assert f["/etc/kubernetes/pki/apiserver-etcd-client.key"].permissions == "0600"
+    by = {s.name: s.argv for s in b.services}
+    assert "--leader-elect=true" in by["kube-scheduler"]
+    assert "--leader-elect=true" in by["kube-controller-manager"]
+
+
+def test_every_master_gets_its_own_documents_and_only_the_first_the_cluster_steps() -> None:
+    got = {
+        name: kubernetes.bundle(
+            node(name, "master", address=a), plan_of(M0, M1, M2), SECRETS, V, NOW
+        )  # fmt: skip
+        for name, a in (M0, M1, M2)
+    }
+    for name, b in got.items():
+        kubelet = next(s for s in b.services if s.name == "kubelet").argv
+        assert f"--hostname-override={name}" in kubelet
+        peer = cert(files_of(b)["/etc/kubernetes/pki/etcd/peer.crt"].content)
+        assert peer.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == name
+        has_steps = "cluster-bootstrap" in [s.name for s in b.services]
+        assert has_steps == (name == "m0")
 
 
 def test_multi_master_without_every_address_is_not_renderable_yet() -> None:

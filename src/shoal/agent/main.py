@@ -2,6 +2,7 @@
 
     shoal-agent [--identity /etc/shoal/node.json] [--state-dir /var/lib/shoal-agent]
                 [--config /etc/shoal/agent.json] [--services /etc/shoal/services.json] [--once]
+    shoal-agent etcd-join ... -- etcd ...   (a master's etcd member joins its cluster)
 
 The identity file is written by the node's bootstrap data (its node uuid, shoal's
 URL and its token). The config file (optional) may set `interval` (seconds) and
@@ -21,11 +22,14 @@ import sys
 import threading
 from pathlib import Path
 
-from shoal.agent import protocol, services
+from shoal.agent import etcd_join, protocol, services
 from shoal.agent.agent import Agent, Client, Identity
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["etcd-join"]:
+        return etcd_join.main(argv[1:])
     parser = argparse.ArgumentParser(prog="shoal-agent", description=__doc__.splitlines()[0])
     parser.add_argument("--identity", default=protocol.IDENTITY_PATH)
     parser.add_argument("--state-dir", default="/var/lib/shoal-agent")

@@ -1,7 +1,8 @@
 """The cluster reconciler: cluster-wide facts under the cluster lease.
 
 Phases: api_address (as soon as the first master is up, long before the last
-worker boots; moved to another ready master when that one goes away),
+worker boots; moved to another ready master when that one goes away; the load
+balancer's address where the masters' provider has one),
 control-plane and readiness conditions, the Magnum status aggregated from the
 node groups, and the separate delete path (the cluster row goes once every node
 group is gone, after which the API answers 404).
@@ -20,8 +21,8 @@ from shoal.conductor.guard import Guard
 from shoal.db import outcomes, queue, snapshots, writes
 from shoal.domain import conditions as cond
 from shoal.domain import status as st
-from shoal.domain.model import Condition
-from shoal.drivers.contract import Feature, ReleasingDriver
+from shoal.domain.model import ROLE_MASTER, Condition
+from shoal.drivers.contract import ApiLoadBalancingDriver, Feature, ReleasingDriver
 
 API_PORT = 6443
 
@@ -71,16 +72,39 @@ def _phases(ctx: Context, p: Pass) -> None:
     if p.snap.cluster.deleting:
         _delete_path(ctx, p)
     else:
-        api_address(p)
+        api_address(p, balanced_address(ctx, p))
         control_plane(p)
         _finish(ctx, p)
 
 
-def api_address(p: Pass) -> None:
-    """api_address points at a ready master: the oldest one as soon as it is up, and
-    it moves to another when that master goes away (a lost machine, a removal)."""
+def balanced_address(ctx: Context, p: Pass) -> str | None:
+    """The cluster's API address when its masters' provider serves it through a load
+    balancer of its own (feature API_LOAD_BALANCER) and the masters run Kubernetes
+    (the conductor renders it: `nodegroup/kube.py`): the address the provider holds
+    for the cluster (asking for it also starts the balancer again if it stopped)."""
+    c = p.snap.cluster
+    if ctx.kube_secrets is None or c.attrs.get("coe", "kubernetes") != "kubernetes":
+        return None
+    for g in p.snap.groups:
+        prov = ctx.provider(g.provider) if g.role == ROLE_MASTER else None
+        if prov is not None and prov.has(Feature.API_LOAD_BALANCER):
+            driver = cast(ApiLoadBalancingDriver, prov.driver)
+            return str(ctx.call(prov, functools.partial(driver.reserve_address, c.uuid)))
+    return None
+
+
+def api_address(p: Pass, balanced: str | None = None) -> None:
+    """api_address points at the masters' load balancer (`balanced`) once a master is
+    up; without one, at a ready master: the oldest one as soon as it is up, and it
+    moves to another when that master goes away (a lost machine, a removal)."""
     c, up = p.snap.cluster, p.snap.master_addresses
-    if up and c.api_address not in {_url(a) for a in up}:
+    if up and balanced is not None:
+        if c.api_address != _url(balanced):
+            p.w.api_address = _url(balanced)
+            p.event(
+                "APIAddressKnown", f"API address {p.w.api_address} (the masters' load balancer)"
+            )
+    elif up and c.api_address not in {_url(a) for a in up}:
         p.w.api_address = _url(up[0])
         if c.api_address:
             p.event(

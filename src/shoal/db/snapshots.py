@@ -59,6 +59,7 @@ _CLUSTER_GROUPS = (
         _NG.c.status_reason,
         _NG.c.node_count,
         _NG.c.deleting,
+        _NG.c.provider,
         _NG.c.conditions,
     )
     .where(_NG.c.cluster_uuid == bindparam("uuid"))
@@ -104,6 +105,7 @@ class GroupSummary:
     status_reason: str | None
     node_count: int
     deleting: bool
+    provider: str | None = None  # None: the default provider
     conditions: tuple[m.Condition, ...] = ()
 
 

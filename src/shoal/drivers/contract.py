@@ -107,6 +107,8 @@ class Feature(enum.StrEnum):
     PER_GROUP = "per-group"  # realises a whole node group at once (GroupDriver)
     HOSTED = "hosted"  # machines are VMs on the virt hosts of each cluster (VirtHosts)
     RELEASE = "release"  # makes things per cluster besides machines (ReleasingDriver)
+    # reserve_address is a load balancer in front of every master (ApiLoadBalancingDriver)
+    API_LOAD_BALANCER = "api-load-balancer"
 
 
 class PlacementPolicy(enum.StrEnum):
@@ -359,11 +361,29 @@ class ReleasingDriver(Driver, Protocol):
 class AddressReservingDriver(Driver, Protocol):
     """A driver that can say a cluster's API address before any master exists (the
     Kubernetes bootstrap needs it in every node's configuration): the cluster's first
-    master machine then gets that address."""
+    master machine then gets that address, unless the driver is also an
+    `ApiLoadBalancingDriver`, whose address is its load balancer's."""
 
     def reserve_address(self, cluster_id: str) -> str:
         """The cluster's API address, held for it from now on. Idempotent; no slow I/O.
         Raises BlockedError when no address is free."""
+        ...
+
+
+@runtime_checkable
+class ApiLoadBalancingDriver(AddressReservingDriver, Protocol):
+    """A driver whose reserved API address (`reserve_address`) is a load balancer of
+    its own in front of every master of the cluster (feature API_LOAD_BALANCER: a
+    forwarder, a virtual IP, a cloud load balancer). It sends connections on the API
+    port to the cluster's masters that answer, found by their tags, so the address
+    outlives any one master. Its masters get addresses of their own, known before
+    they are made, since several masters need each other's at render. A provider
+    without it runs clusters of one master (the API address is that master's)."""
+
+    def reserve_machine_address(self, machine_id: str) -> str:
+        """The address machine `machine_id` will have once made, held for it from now
+        on (its `delete_machine` frees it). Idempotent; no slow I/O. Raises
+        BlockedError when no address is free."""
         ...
 
 

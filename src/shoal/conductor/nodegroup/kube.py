@@ -4,9 +4,11 @@ before its first master exists (`contract.AddressReservingDriver`: the local dri
 conductor has the clusters' secrets. Elsewhere nodes get their identity and the node
 agent only (`bootstrap.user_data`), as before.
 
-One master per cluster for now: its address is the API address. Several masters (an
-etcd member each, and an API address that survives the loss of one) are not done: a
-master group of more than one node is refused at render (`NotRenderable`)."""
+Several masters need a provider whose API address is a load balancer of its own
+(`contract.ApiLoadBalancingDriver`: the local driver): every master's address is
+reserved before it is made, so each master's etcd and API server know all of them.
+Elsewhere a cluster has one master, whose address is the API address, and a master
+group of more than one node is refused at render (`NotRenderable`)."""
 
 from __future__ import annotations
 
@@ -53,14 +55,10 @@ def user_data(
     api = str(reserve(g.cluster_id))
     masters: tuple[bootstrap.Master, ...] = ()
     address = None
+    etcd_exists = False
     if g.spec.role == ROLE_MASTER:
-        live = [n for n in p.nodes.values() if n.name and n.state is not NodeState.DELETING]
-        if len(live) > 1 or g.spec.node_count > 1:
-            raise NotRenderable(
-                "a cluster with more than one master is not supported by the Kubernetes "
-                "bootstrap yet (one etcd member and API address per cluster): use one master"
-            )
-        masters, address = (bootstrap.Master(node.name, api),), api
+        masters, etcd_exists = master_plan(p, node, driver, api)
+        address = next(m.address for m in masters if m.name == node.name)
     kube_node = bootstrap.KubeNode(
         identity,
         node.id % POD_SUBNETS,
@@ -70,10 +68,43 @@ def user_data(
     )
     return bootstrap.render(
         kube_node,
-        bootstrap.ClusterPlan(g.cluster_id, api, masters),
+        bootstrap.ClusterPlan(g.cluster_id, api, masters, etcd_exists=etcd_exists),
         secrets(g.cluster_id),
         version,
         shoal_url=shoal_url,
         agent_token=agent_token,
         now=p.now,
     )
+
+
+def master_plan(
+    p: Pass, node: Node, driver: Driver, api: str
+) -> tuple[tuple[bootstrap.Master, ...], bool]:
+    """The group's masters as `node`'s bootstrap sees them, oldest first (the first
+    runs the cluster's one-shot steps and, in a new cluster, starts etcd), each with
+    its address, and whether the cluster's etcd exists already: another master was up
+    before this node was decided on (a master added or replacing a lost one joins)."""
+    live = sorted(
+        (n for n in p.nodes.values() if n.name and n.state is not NodeState.DELETING),
+        key=lambda n: n.id,
+    )
+    if all(n.uuid != node.uuid for n in live):
+        live = sorted([*live, node], key=lambda n: n.id)
+    decided = node.created_at or p.now
+    exists = any(
+        n.uuid != node.uuid and n.ready_at is not None and n.ready_at < decided for n in live
+    )
+    reserve_machine = getattr(driver, "reserve_machine_address", None)
+    if reserve_machine is None:
+        if len(live) > 1 or p.snap.group.spec.node_count > 1:
+            raise NotRenderable(
+                "a cluster with more than one master needs an API address that survives the "
+                f"loss of one, and provider {getattr(driver, 'name', '?')} has no load "
+                "balancer for it (feature api-load-balancer): use one master, or a provider "
+                "that has one (local)"
+            )
+        return (bootstrap.Master(node.name, api),), exists
+    masters = tuple(
+        bootstrap.Master(n.name, n.address or str(reserve_machine(n.uuid))) for n in live
+    )
+    return masters, exists

@@ -9,6 +9,12 @@ kubeconfigs, configs) and the services the node agent supervises. Pure.
   workers join, so the cluster forms without shoal calling in.
 - A worker runs containerd and a kubelet that joins by TLS bootstrap with the
   cluster's bootstrap token; the controller-manager approves its CSR.
+- Several masters: each runs an etcd member (peers and remote clients over TLS on
+  the masters' own addresses). The first master of a cluster whose etcd does not
+  exist yet starts it alone; every other master joins it at start (`shoal-agent
+  etcd-join`: member add through a live member, stale members removed), so a
+  master added or replaced later joins the same way. Each API server talks to every
+  member; controller-manager and scheduler elect a leader.
 
 Everything is on fixed paths under /etc/kubernetes, /var/lib/kubelet and
 /etc/containerd; the binaries are found on the node's PATH.
@@ -82,6 +88,9 @@ class ClusterPlan:
     api_address: str  # the address clients and kubelets reach the API server at
     masters: tuple[Master, ...]  # the first one runs the cluster's one-shot steps
     api_port: int = 6443
+    # The cluster's etcd has formed already (a master of it was made before): every
+    # master rendered now joins it; else the first master starts it and the others join.
+    etcd_exists: bool = False
     service_cidr: str = "10.96.0.0/12"
     pod_cidr: str = "10.244.0.0/16"
 
@@ -290,13 +299,20 @@ def _control_plane_files(
             version, local, ca.cert_pem, user, cert_pem=pair.cert_pem, key_pem=pair.key_pem
         )
         files.append(File(path, text, "0600"))
-    if len(cluster.masters) > 1:
-        if node.address is None:
-            raise NotRenderable(f"master {name}'s address is needed for its etcd peer certificate")
-        peer = certs.issue(ca, name, now, usage=certs.PEER, sans=[name, node.address])
+    if etcd_mode(node, cluster) != ETCD_LOOPBACK:
+        assert node.address is not None
+        # One certificate serves the member to peers and clients and is its client
+        # certificate when it joins; the API server has its own client certificate.
+        # etcd checks a peer's source address against its certificate's: 127.0.0.1 for
+        # what the member itself reaches over loopback.
+        sans = [name, node.address, "localhost", "127.0.0.1"]
+        peer = certs.issue(ca, name, now, usage=certs.PEER, sans=sans)
+        etcd_client = certs.issue(ca, "kube-apiserver-etcd-client", now)
         files += [
-            File(f"{PKI}/etcd/peer.crt", peer.cert_pem),
-            File(f"{PKI}/etcd/peer.key", peer.key_pem, "0600"),
+            File(ETCD_CERT, peer.cert_pem),
+            File(ETCD_KEY, peer.key_pem, "0600"),
+            File(APISERVER_ETCD_CERT, etcd_client.cert_pem),
+            File(APISERVER_ETCD_KEY, etcd_client.key_pem, "0600"),
         ]
     if cluster.masters[0].name == name:
         info = documents.cluster_info(cluster.server, ca.cert_pem)
@@ -310,57 +326,161 @@ def _control_plane_files(
     return files
 
 
-def etcd_argv(node: KubeNode, cluster: ClusterPlan) -> list[str]:
-    """etcd: clients on loopback only (each master's API server uses its own member);
-    one member, peers on loopback; several, peers over TLS between the masters'
-    addresses, all of which must be known."""
+ETCD_LOOPBACK, ETCD_NEW, ETCD_JOIN = "loopback", "new", "join"
+ETCD_CERT, ETCD_KEY = f"{PKI}/etcd/peer.crt", f"{PKI}/etcd/peer.key"
+APISERVER_ETCD_CERT = f"{PKI}/apiserver-etcd-client.crt"
+APISERVER_ETCD_KEY = f"{PKI}/apiserver-etcd-client.key"
+ETCD_DATA_DIR = "/var/lib/etcd"
+
+
+def etcd_mode(node: KubeNode, cluster: ClusterPlan) -> str:
+    """How `node`'s etcd member comes to be:
+
+    - `loopback`: the one master, its address unknown at render: peers and clients on
+      loopback (no other master can ever join it);
+    - `new`: the first master of a cluster whose etcd does not exist yet
+      (`ClusterPlan.etcd_exists`): it starts a cluster of one, on its own address;
+    - `join`: every other master: added to the running cluster through a live member
+      when it starts (`shoal-agent etcd-join`), so masters made at the cluster's
+      creation, added later or replacing a lost one all join the same way.
+
+    Several masters need every master's address at render (peers, the API servers'
+    etcd servers); otherwise NotRenderable names the ones missing."""
     name = node.identity.name
+    if len(cluster.masters) > 1:
+        unknown = [m.name for m in cluster.masters if not m.address]
+        if unknown:
+            raise NotRenderable(
+                "a multi-master etcd needs every master's address at render time; "
+                f"not known yet: {', '.join(unknown)}"
+            )
+    if node.address is None:
+        if len(cluster.masters) == 1:
+            return ETCD_LOOPBACK
+        raise NotRenderable(f"master {name}'s address is needed for its etcd member")
+    if cluster.masters[0].name == name and not cluster.etcd_exists:
+        return ETCD_NEW
+    return ETCD_JOIN
+
+
+def _host(address: str) -> str:
+    return f"[{address}]" if ":" in address else address
+
+
+def etcd_peer_url(address: str) -> str:
+    return f"https://{_host(address)}:{ETCD_PEER_PORT}"
+
+
+def etcd_client_url(address: str) -> str:
+    return f"https://{_host(address)}:{ETCD_CLIENT_PORT}"
+
+
+def etcd_servers(node: KubeNode, cluster: ClusterPlan) -> list[str]:
+    """What an API server's `--etcd-servers` lists: its own member first, then every
+    other master's (over TLS), so it keeps working while its own member is down; the
+    local member over loopback when there is one master without an address."""
+    if etcd_mode(node, cluster) == ETCD_LOOPBACK:
+        return [f"http://127.0.0.1:{ETCD_CLIENT_PORT}"]
+    own = [node.address] if node.address else []
+    others = [m.address for m in cluster.masters if m.address and m.address not in own]
+    return [etcd_client_url(a) for a in [*own, *others]]
+
+
+def etcd_argv(node: KubeNode, cluster: ClusterPlan) -> list[str]:
+    """etcd's command line. `loopback`: one member, plain HTTP on loopback. Otherwise
+    peers over TLS on the master's address (certificates from the cluster CA, client
+    certificates required), clients on loopback (plain: this node's own probes) and on
+    the address (TLS, client certificates required: the API servers and joining
+    masters). A `new` member names itself as the whole initial cluster; a joining
+    one gets `--initial-cluster` and `--initial-cluster-state=existing` from
+    `shoal-agent etcd-join` at start."""
+    name = node.identity.name
+    mode = etcd_mode(node, cluster)
     argv = [
         "etcd",
         f"--name={name}",
-        "--data-dir=/var/lib/etcd",
-        f"--listen-client-urls=http://127.0.0.1:{ETCD_CLIENT_PORT}",
-        f"--advertise-client-urls=http://127.0.0.1:{ETCD_CLIENT_PORT}",
+        f"--data-dir={ETCD_DATA_DIR}",
         f"--listen-metrics-urls=http://127.0.0.1:{ETCD_METRICS_PORT}",
-        "--initial-cluster-state=new",
         f"--initial-cluster-token=shoal-{cluster.uuid}",
     ]
-    if len(cluster.masters) == 1:
+    loopback = f"http://127.0.0.1:{ETCD_CLIENT_PORT}"
+    if mode == ETCD_LOOPBACK:
         peer = f"http://127.0.0.1:{ETCD_PEER_PORT}"
         return [
             *argv,
+            f"--listen-client-urls={loopback}",
+            f"--advertise-client-urls={loopback}",
             f"--listen-peer-urls={peer}",
             f"--initial-advertise-peer-urls={peer}",
+            "--initial-cluster-state=new",
             f"--initial-cluster={name}={peer}",
         ]
-    unknown = [m.name for m in cluster.masters if not m.address]
-    if unknown:
-        raise NotRenderable(
-            "a multi-master etcd needs every master's address at render time; "
-            f"not known yet: {', '.join(unknown)}"
-        )
-    members = ",".join(f"{m.name}=https://{m.address}:{ETCD_PEER_PORT}" for m in cluster.masters)
-    own = f"https://{node.address}:{ETCD_PEER_PORT}"
-    return [
-        *argv,
-        f"--listen-peer-urls={own}",
-        f"--initial-advertise-peer-urls={own}",
-        f"--initial-cluster={members}",
-        f"--peer-cert-file={PKI}/etcd/peer.crt",
-        f"--peer-key-file={PKI}/etcd/peer.key",
+    assert node.address is not None  # etcd_mode refuses a master without one otherwise
+    own_peer, own_client = etcd_peer_url(node.address), etcd_client_url(node.address)
+    argv += [
+        f"--listen-client-urls={loopback},{own_client}",
+        f"--advertise-client-urls={own_client}",
+        f"--cert-file={ETCD_CERT}",
+        f"--key-file={ETCD_KEY}",
+        f"--trusted-ca-file={CA_CERT}",
+        "--client-cert-auth=true",
+        f"--listen-peer-urls={own_peer}",
+        f"--initial-advertise-peer-urls={own_peer}",
+        f"--peer-cert-file={ETCD_CERT}",
+        f"--peer-key-file={ETCD_KEY}",
         f"--peer-trusted-ca-file={CA_CERT}",
         "--peer-client-cert-auth=true",
     ]
+    if mode == ETCD_NEW:
+        argv += ["--initial-cluster-state=new", f"--initial-cluster={name}={own_peer}"]
+    return argv
 
 
-def apiserver_argv(cluster: ClusterPlan, node_ip: str) -> list[str]:
+def etcd_join_argv(node: KubeNode, cluster: ClusterPlan) -> list[str]:
+    """A joining master's etcd service: `shoal-agent etcd-join` finds a live member
+    among the other masters, removes members no master of the plan owns that no
+    longer answer, adds this one (unless it is listed already), and then runs
+    `etcd_argv` with the cluster's members as its initial cluster. With a data dir
+    from an earlier start, it runs etcd at once."""
+    assert node.address is not None
+    others = [m for m in cluster.masters if m.name != node.identity.name and m.address]
+    return [
+        "shoal-agent",
+        "etcd-join",
+        f"--name={node.identity.name}",
+        f"--data-dir={ETCD_DATA_DIR}",
+        f"--peer-url={etcd_peer_url(node.address)}",
+        f"--endpoints={','.join(etcd_client_url(m.address) for m in others if m.address)}",
+        "--masters="
+        + ",".join(f"{m.name}={etcd_peer_url(m.address)}" for m in cluster.masters if m.address),
+        f"--cert={ETCD_CERT}",
+        f"--key={ETCD_KEY}",
+        f"--ca={CA_CERT}",
+        "--",
+        *etcd_argv(node, cluster),
+    ]
+
+
+def apiserver_argv(node: KubeNode, cluster: ClusterPlan, node_ip: str) -> list[str]:
+    servers = etcd_servers(node, cluster)
+    tls = servers[0].startswith("https://")
+    etcd_tls = (
+        [
+            f"--etcd-cafile={CA_CERT}",
+            f"--etcd-certfile={APISERVER_ETCD_CERT}",
+            f"--etcd-keyfile={APISERVER_ETCD_KEY}",
+        ]
+        if tls
+        else []
+    )
     return [
         "kube-apiserver",
         f"--advertise-address={node_ip}",
         "--bind-address=0.0.0.0",
         f"--secure-port={cluster.api_port}",
         "--insecure-port=0",
-        f"--etcd-servers=http://127.0.0.1:{ETCD_CLIENT_PORT}",
+        f"--etcd-servers={','.join(servers)}",
+        *etcd_tls,
         f"--client-ca-file={CA_CERT}",
         f"--tls-cert-file={PKI}/apiserver.crt",
         f"--tls-private-key-file={PKI}/apiserver.key",
@@ -381,15 +501,15 @@ def apiserver_argv(cluster: ClusterPlan, node_ip: str) -> list[str]:
 
 def _control_plane(node: KubeNode, cluster: ClusterPlan, node_ip: str) -> list[svc.Service]:
     elect = f"--leader-elect={'true' if len(cluster.masters) > 1 else 'false'}"
+    joins = etcd_mode(node, cluster) == ETCD_JOIN
+    etcd = etcd_join_argv(node, cluster) if joins else etcd_argv(node, cluster)
     cm_conf, sched_conf = f"{ETC}/controller-manager.conf", f"{ETC}/scheduler.conf"
     readyz = svc.command("kubectl", f"--kubeconfig={ADMIN_CONF}", "get", "--raw", "/readyz")
     return [
-        svc.Service(
-            "etcd", tuple(etcd_argv(node, cluster)), ready=svc.tcp("127.0.0.1", ETCD_CLIENT_PORT)
-        ),
+        svc.Service("etcd", tuple(etcd), ready=svc.tcp("127.0.0.1", ETCD_CLIENT_PORT)),
         svc.Service(
             "kube-apiserver",
-            tuple(apiserver_argv(cluster, node_ip)),
+            tuple(apiserver_argv(node, cluster, node_ip)),
             depends_on=("etcd",),
             ready=readyz,
         ),

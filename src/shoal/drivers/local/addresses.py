@@ -1,7 +1,8 @@
 """Addresses of a local provider's machines: one lease file per address under the state
 dir (`addresses/<ip>`, holding the machine id), taken with O_EXCL, so two processes never
 hold one address; the lowest free address first (deterministic), and an address is free
-again only once its machine is deleted. The host has the first address of the subnet."""
+again only once its machine is deleted. A cluster's API address is held for the cluster
+(`cluster:<id>`, its balancer's). The host has the first address of the subnet."""
 
 from __future__ import annotations
 
@@ -35,30 +36,21 @@ class Leases:
         return out
 
     def of(self, machine_id: str) -> str | None:
-        """The address `machine_id` holds (its own, or its cluster's API address)."""
-        return next((a for a, h in self.held().items() if h.split()[-1] == machine_id), None)
+        """The address `machine_id` holds."""
+        return next((a for a, h in self.held().items() if h == machine_id), None)
 
-    def take(self, machine_id: str, cluster_api: str | None = None) -> str:
-        """The address `machine_id` holds; else, given `cluster_api` (a master's cluster
-        id), that cluster's reserved API address while no machine holds it; else the
-        lowest free one. Held by the machine from now on."""
+    def take(self, machine_id: str) -> str:
+        """The address `machine_id` holds, else the lowest free one, held by it from now
+        on (taken before the machine is made when its address is reserved)."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        mine = self.of(machine_id)
-        if mine:
-            return mine
-        if cluster_api is not None:
-            for address, holder in self.held().items():
-                if holder == f"cluster:{cluster_api}":
-                    (self.dir / address).write_text(f"{holder} {machine_id}\n")
-                    return address
-        return self._new(machine_id)
+        return self.of(machine_id) or self._new(machine_id)
 
     def reserve(self, cluster_id: str) -> str:
-        """Cluster `cluster_id`'s API address: held for the cluster from now on (the
-        first master made takes it, and the next master once that one is deleted)."""
+        """Cluster `cluster_id`'s API address (its balancer's): held for the cluster
+        until `release_cluster`; no machine takes it."""
         self.dir.mkdir(parents=True, exist_ok=True)
         for address, holder in self.held().items():
-            if holder.split()[0] == f"cluster:{cluster_id}":
+            if holder == f"cluster:{cluster_id}":
                 return address
         return self._new(f"cluster:{cluster_id}")
 
@@ -78,19 +70,15 @@ class Leases:
         )
 
     def release(self, machine_id: str) -> None:
-        """Free the machine's address; a cluster's API address goes back to its cluster."""
+        """Free the machine's address."""
         for address, holder in self.held().items():
-            words = holder.split()
-            if words[-1] != machine_id:
-                continue
-            if len(words) == 2:
-                (self.dir / address).write_text(words[0] + "\n")
-            else:
+            if holder == machine_id:
                 with contextlib.suppress(FileNotFoundError):
                     (self.dir / address).unlink()
 
     def release_cluster(self, cluster_id: str) -> None:
         for address, holder in self.held().items():
-            if holder.split()[0] == f"cluster:{cluster_id}":
+            # (also "cluster:<id> <machine>": a master held it before the balancer)
+            if holder.split()[:1] == [f"cluster:{cluster_id}"]:
                 with contextlib.suppress(FileNotFoundError):
                     (self.dir / address).unlink()

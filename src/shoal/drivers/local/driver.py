@@ -25,7 +25,7 @@ from shoal.drivers.contract import (
     PermanentError,
     TransientError,
 )
-from shoal.drivers.local import hostops, machines
+from shoal.drivers.local import balancer, hostops, machines
 from shoal.drivers.local.addresses import Leases
 from shoal.drivers.local.hostops import MachineError
 from shoal.drivers.local.settings import LocalSettings
@@ -33,7 +33,8 @@ from shoal.drivers.local.settings import LocalSettings
 # A machine whose init has not started this long after its record was written (a shoal
 # killed mid-create) is reported in ERROR, so the conductor replaces it.
 START_GRACE = 120.0
-ROLE_MASTER = "master"
+# How often a listing looks for balancers to start again (a host restart, a kill).
+BALANCER_CHECK = 2.0
 
 
 class LocalDriver:
@@ -45,11 +46,12 @@ class LocalDriver:
         self.leases = Leases(self.state_dir, settings.subnet)
         self._lock = threading.Lock()
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._balancers_checked = 0.0
         self._caps = Capabilities(
             availability_zones=(settings.zone,),
             flavors=tuple(settings.flavors),
             images=tuple(settings.images),
-            features=frozenset({Feature.RELEASE}),
+            features=frozenset({Feature.RELEASE, Feature.API_LOAD_BALANCER}),
         )
 
     # -- facts ---------------------------------------------------------------------
@@ -125,14 +127,42 @@ class LocalDriver:
 
     def reserve_address(self, cluster_id: str) -> str:
         """Cluster `cluster_id`'s API address, known before its first master is made:
-        held for the cluster; the cluster's first master machine gets it (and a master
-        made once that one is deleted), until `release_cluster`."""
+        held for the cluster until `release_cluster`, and served by the cluster's
+        balancer (`balancer.py`: a forwarder on the host to its running masters),
+        started now if it is not running."""
         with self._locked():
-            return self.leases.reserve(cluster_id)
+            address = self.leases.reserve(cluster_id)
+            running = balancer.read(self.state_dir, cluster_id)
+            if running is None or not running.alive():
+                self._ensure_bridge()
+                balancer.ensure(self.state_dir, cluster_id, address, self.settings.bridge, _env())
+            return address
+
+    def reserve_machine_address(self, machine_id: str) -> str:
+        """The address machine `machine_id` gets when it is made, held from now on (a
+        master's is in its cluster's other masters' configuration before it exists)."""
+        with self._locked():
+            return self.leases.take(machine_id)
 
     def release_cluster(self, project_id: str, cluster_id: str) -> None:
         with self._locked():
+            balancer.stop(self.state_dir, cluster_id, self.settings.bridge)
             self.leases.release_cluster(cluster_id)
+
+    def _keep_balancers(self) -> None:
+        """Start again each balancer whose process is gone (at most every few seconds)."""
+        now = time.monotonic()
+        if now - self._balancers_checked < BALANCER_CHECK:
+            return
+        self._balancers_checked = now
+        gone = [r for r in balancer.every(self.state_dir) if not r.alive()]
+        if not gone or not hostops.link_exists(self.settings.bridge):
+            return
+        with self._locked():
+            for r in gone:
+                balancer.ensure(
+                    self.state_dir, r.cluster_id, r.address, self.settings.bridge, _env()
+                )
 
     def ensure_machine(self, spec: MachineSpec) -> Machine:
         problems = self.validate(spec)
@@ -148,8 +178,7 @@ class LocalDriver:
                 if found.deleting:
                     raise TransientError(f"machine {spec.machine_id} is being deleted")
                 return self._machine(found)
-            master = spec.role == ROLE_MASTER
-            address = self.leases.take(spec.machine_id, spec.cluster_id if master else None)
+            address = self.leases.take(spec.machine_id)
             record = machines.Record(
                 machine_id=spec.machine_id,
                 name=spec.name or spec.machine_id,
@@ -178,10 +207,7 @@ class LocalDriver:
             lines.append(f"import {p.archive} {' '.join(p.names)}".rstrip())
         (directory / "preload").write_text("\n".join(lines) + ("\n" if lines else ""))
         self._ensure_bridge()
-        env = {"PATH": hostops.PATH, "HOME": "/root", "LANG": "C.UTF-8"}
-        if os.environ.get("PYTHONPATH"):  # the agent runs shoal's own code, as shoal does
-            env["PYTHONPATH"] = os.environ["PYTHONPATH"]
-        self._procs[record.machine_id] = machines.start(directory, record, env)
+        self._procs[record.machine_id] = machines.start(directory, record, _env())
         machines.write(directory, record)
         machines.wire(record, self.settings.bridge, self.leases.gateway, self.leases.prefix)
         (directory / "net.ready").write_text("ready\n")
@@ -219,6 +245,7 @@ class LocalDriver:
         )
 
     def list_machines(self, tags: Mapping[str, str]) -> list[Machine]:
+        self._keep_balancers()
         root = self.state_dir / "machines"
         out: list[Machine] = []
         if not root.is_dir():
@@ -262,3 +289,11 @@ class LocalDriver:
         if r is None or not r.alive():
             raise MachineError(f"machine {machine_id} is not running")
         return machines.run(r, argv, timeout)
+
+
+def _env() -> dict[str, str]:
+    """The environment of what the driver starts (machines, balancers)."""
+    env = {"PATH": hostops.PATH, "HOME": "/root", "LANG": "C.UTF-8"}
+    if os.environ.get("PYTHONPATH"):  # they run shoal's own code, as shoal does
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    return env

@@ -48,12 +48,15 @@ def require_local() -> None:
 
 
 def cleanup(settings: LocalSettings) -> None:
-    """Delete every machine of the provider and its bridge."""
+    """Delete every machine and balancer of the provider, and its bridge."""
+    from shoal.drivers.local import balancer
     from shoal.drivers.local.driver import LocalDriver
 
     driver = LocalDriver(settings)
     for m in driver.list_machines({}):
         driver.delete_machine(m.machine_id)
+    for r in balancer.every(Path(settings.state_dir)):
+        balancer.stop(Path(settings.state_dir), r.cluster_id, settings.bridge)
     if hostops.link_exists(settings.bridge):
         hostops.ip("link", "del", settings.bridge)
 
