@@ -44,6 +44,8 @@ class GroupMemory:
     # Passes in a row whose listing of the group's machines failed, since when.
     listing_failures: int = 0
     listing_failing_since: datetime | None = None
+    # Nodes being drained before their machine goes: node uuid -> when it began.
+    drains: Mapping[str, datetime] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -57,6 +59,7 @@ class GroupMemory:
             "listing_failing_since": (
                 self.listing_failing_since.isoformat() if self.listing_failing_since else None
             ),
+            "drains": {n: t.isoformat() for n, t in self.drains.items()},
         }
 
     @classmethod
@@ -78,6 +81,7 @@ class GroupMemory:
             listing_failing_since=(
                 datetime.fromisoformat(listing_since) if listing_since else None
             ),
+            drains={n: datetime.fromisoformat(t) for n, t in (data.get("drains") or {}).items()},
         )
 
 
@@ -157,6 +161,17 @@ def listing_reason(provider: str, reason: str, mem: GroupMemory) -> str:
         "delay and changes nothing meanwhile: check that the provider answers "
         "(endpoint, credentials, rate limits)"
     )
+
+
+def drain_started(mem: GroupMemory, node_uuid: str, now: datetime) -> GroupMemory:
+    """Node `node_uuid` began to be drained now."""
+    return replace(mem, drains={**mem.drains, node_uuid: now})
+
+
+def drains_kept(mem: GroupMemory, node_uuids: set[str]) -> GroupMemory:
+    """Forget the drains of nodes not among `node_uuids` (gone, or on their way)."""
+    live = {n: t for n, t in mem.drains.items() if n in node_uuids}
+    return mem if len(live) == len(mem.drains) else replace(mem, drains=live)
 
 
 def block_zone(mem: GroupMemory, zone: str, now: datetime) -> GroupMemory:

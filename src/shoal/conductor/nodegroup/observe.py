@@ -18,7 +18,7 @@ from shoal.conductor.nodegroup import spec
 from shoal.conductor.nodegroup.operate import DriverOp
 from shoal.conductor.nodegroup.state import Pass
 from shoal.domain import conditions as cond
-from shoal.domain import health, merge, revision
+from shoal.domain import health, kubenodes, merge, revision
 from shoal.domain.model import Node, NodeState
 from shoal.drivers.contract import BlockedError, BlockedKind, Feature, Machine, MachineState
 
@@ -52,8 +52,10 @@ def observe(p: Pass) -> None:
         else:
             adopt(p, uid, m)
     for node in list(p.nodes.values()):
+        if node.uuid in p.memory.drains:
+            continue  # being drained: on its way out already
         if node.state is NodeState.ACTIVE and node.uuid not in {n.uuid for n in p.unhealthy}:
-            why = _silent(p, node)
+            why = _unwell(p, node)
             if why is not None:
                 p.unhealthy.append(p.set(node, reason=why))
             elif node.repair_step:
@@ -65,6 +67,8 @@ def observe(p: Pass) -> None:
     if p.failed_boots:
         p.memory = health.failed(p.memory, p.now, p.failed_boots[-1], p.snap.group.generation)
     repair(p)
+    going = {n.uuid for n in p.nodes.values() if n.state is not NodeState.DELETING}
+    p.memory = health.drains_kept(p.memory, going)
 
 
 def adopt(p: Pass, uid: str, m: Machine) -> None:
@@ -160,7 +164,12 @@ def _failed(p: Pass, node: Node, m: Machine) -> None:
 
 
 def _replace(p: Pass, node: Node, reason: str) -> None:
-    """Delete the node's machine and forget the node: scaling adds a new one."""
+    """Delete the node's machine and forget the node: scaling adds a new one. A node
+    Kubernetes runs on is drained first (`Pass.drained`): meanwhile it is marked
+    `to_delete`, so the next passes go on with it and scaling adds its successor."""
+    if p.machines.get(node.uuid) is not None and not p.drained(node):
+        p.set(node, reason=reason, to_delete=True)
+        return
     p.set(node, state=NodeState.DELETING, reason=reason)
     if p.machines.get(node.uuid) is not None:
         p.to_delete.append(node.uuid)
@@ -202,6 +211,12 @@ def _climb(p: Pass, node: Node) -> None:
     p.look_again(p.now + wait)
 
 
+def _unwell(p: Pass, node: Node) -> str | None:
+    """Why a ready node counts as unhealthy (None: it does not): its agent is silent,
+    or Kubernetes does not report it Ready (`_kube_unready`)."""
+    return _silent(p, node) or _kube_unready(p, node)
+
+
 def _silent(p: Pass, node: Node) -> str | None:
     """Why a ready node's agent counts as silent (None: it reports, or none is
     expected): no heartbeat for the health policy's unhealthy timeout, or, where
@@ -221,6 +236,26 @@ def _silent(p: Pass, node: Node) -> str | None:
             return f"its agent never reported in the {limit} s after it was ready"
         p.look_again(silent_at)
     return None
+
+
+def _kube_unready(p: Pass, node: Node) -> str | None:
+    """Why Kubernetes makes a ready node unhealthy (`kubenodes.unready`: its Node not
+    Ready for the unhealthy timeout, or never registered in the startup timeout);
+    None where the cluster's API server was not read or did not answer."""
+    if p.kube is None:
+        return None
+    policy = p.snap.group.spec.health
+    why, deadline = kubenodes.unready(
+        p.kube.nodes.get(node.name),
+        p.kube.reachable,
+        p.now,
+        policy.unhealthy_timeout_s,
+        node.ready_at,
+        policy.startup_timeout_s,
+    )
+    if deadline is not None:
+        p.look_again(deadline)
+    return why
 
 
 def repair(p: Pass) -> None:

@@ -98,6 +98,7 @@ def conclude(ctx: Context, p: Pass, permanent: str | None = None) -> None:
             conds = cond.set_false(conds, cond.READY, cond.TIMED_OUT, reason, now)
     conds = _up_to_date(p, conds)
     conds = _healthy(p, conds)
+    conds = _kube_api(p, conds)
     new_status = st.derive(g.status, outcome)
     _events(p, new_status, reason, ready)
     if outcome is st.Outcome.COMPLETE:
@@ -150,7 +151,27 @@ def conclude(ctx: Context, p: Pass, permanent: str | None = None) -> None:
         or _is_blocked(reason) != _is_blocked(g.status_reason)
         or cond.has_reason(g.conditions, cond.READY, cond.LISTING_FAILED)
         or (p.progress and g.spec.role == ROLE_MASTER)
+        or _changed(g.conditions, conds, cond.HEALTHY)
+        or _changed(g.conditions, conds, cond.KUBERNETES_API)
     )
+
+
+def _changed(before: tuple[Condition, ...], after: tuple[Condition, ...], type_: str) -> bool:
+    """Whether condition `type_` changed its status or message (the cluster's
+    health_status_reason quotes it)."""
+    a, b = cond.get(before, type_), cond.get(after, type_)
+    return (a.status, a.message) != (b.status, b.message) if a and b else a is not b
+
+
+def _kube_api(p: Pass, conds: tuple[Condition, ...]) -> tuple[Condition, ...]:
+    """KubernetesAPIReachable: whether the cluster's API server answered this pass's
+    read (kept as it was by a pass that did not read it; absent where shoal does not
+    run Kubernetes)."""
+    if p.kube is None:
+        return conds
+    if p.kube.error is None:
+        return cond.set_true(conds, cond.KUBERNETES_API, cond.AS_EXPECTED, "", p.now)
+    return cond.set_false(conds, cond.KUBERNETES_API, cond.API_UNREACHABLE, p.kube.error, p.now)
 
 
 def _in_progress(
