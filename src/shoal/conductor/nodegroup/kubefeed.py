@@ -33,10 +33,10 @@ UNREACHABLE = "API server unreachable: "
 Groups = dict[tuple[str, str], list[Pass]]  # (cluster uuid, API server) -> its passes
 
 
-def managed(ctx: Context, p: Pass) -> bool:
-    """Whether this pass reads its cluster's API server: shoal runs Kubernetes on the
-    group's provider, the cluster's coe is kubernetes and its API address is known, and
-    the pass reconciles (not a delete, not a failed listing)."""
+def runs_kubernetes(ctx: Context, p: Pass) -> bool:
+    """Whether shoal runs Kubernetes on this pass's group and reads its cluster's API
+    server: the group's provider runs the Kubernetes shoal renders, the cluster's coe
+    is kubernetes, and neither is being deleted."""
     s = p.snap
     provider = ctx.provider(p.provider)
     return (
@@ -44,11 +44,15 @@ def managed(ctx: Context, p: Pass) -> bool:
         and provider is not None
         and provider.kubernetes
         and s.cluster_attrs.get("coe", "kubernetes") == "kubernetes"
-        and bool(s.cluster_api_address)
-        and p.listing_error is None
         and not s.group.deleting
         and not s.cluster_deleting
     )
+
+
+def managed(ctx: Context, p: Pass) -> bool:
+    """Whether this pass reads its cluster's API server: shoal runs Kubernetes there,
+    the cluster's API address is known, and the group's machines were listed."""
+    return runs_kubernetes(ctx, p) and bool(p.snap.cluster_api_address) and p.listing_error is None
 
 
 def _by_cluster(passes: Iterable[Pass]) -> Groups:
@@ -76,10 +80,11 @@ def _parallel(guard: Guard, groups: Groups, fn: Callable[[str, str, list[Pass]],
 def read(ctx: Context, guard: Guard, passes: Iterable[Pass]) -> None:
     """Each managed pass's view of its cluster's API server (`p.kube`), one read per
     cluster; a ready group is looked at again within `kube_check_seconds`."""
-    mine = [p for p in passes if guard.ok(p.group_uuid) and managed(ctx, p)]
-    for p in mine:
+    ours = [p for p in passes if guard.ok(p.group_uuid) and runs_kubernetes(ctx, p)]
+    for p in ours:  # (also before the API address is known: a ready group looks again)
         p.drain_timeout_s = ctx.settings.drain_timeout_seconds
         p.look_again(p.now + timedelta(seconds=ctx.settings.kube_check_seconds))
+    mine = [p for p in ours if managed(ctx, p)]
 
     def one(cluster: str, server: str, ps: list[Pass]) -> None:
         draining = {
@@ -118,17 +123,8 @@ def plan(p: Pass) -> None:
         return
     g = p.snap.group
     spec = g.spec
-    if g.observed_generation < g.generation:  # a new spec: say once what Kubernetes refuses
-        _, bad = kubenodes.split_labels(spec.node_labels)
-        if bad:
-            p.event(
-                "NodeLabelsSkipped",
-                f"node group {g.name}: node_labels {', '.join(bad)} are not valid Kubernetes "
-                "labels (keys: [prefix/]name of at most 63 of [A-Za-z0-9-_.]; values the "
-                "same or empty): not set on its Nodes; fix them with a PATCH of node_labels",
-                warning=True,
-            )
     names = set()
+    fresh = False
     for node in p.nodes.values():
         names.add(node.name)
         kn = view.nodes.get(node.name)
@@ -137,6 +133,17 @@ def plan(p: Pass) -> None:
         patch = kubenodes.wanted_patch(kn, spec.node_labels, spec.node_taints, g.uuid)
         if patch is not None:
             p.kube_ops.append(Op(kubenodes.PATCH_OP, kn.name, patch))
+            first = kubenodes.LABELS_NOTE not in kn.annotations
+            fresh = fresh or first or g.observed_generation < g.generation
+    _, bad = kubenodes.split_labels(spec.node_labels)
+    if bad and fresh:  # said when a Node is first labelled, or the spec changed
+        p.event(
+            "NodeLabelsSkipped",
+            f"node group {g.name}: node_labels {', '.join(bad)} are not valid Kubernetes "
+            "labels (keys: [prefix/]name of at most 63 of [A-Za-z0-9-_.]; values the "
+            "same or empty): not set on its Nodes; fix them with a PATCH of node_labels",
+            warning=True,
+        )
     queued = {op.node for op in p.kube_ops if op.kind == kubenodes.DELETE_OP}
     for kn in view.nodes.values():
         mine = kn.labels.get(kubenodes.GROUP_LABEL) == g.uuid
