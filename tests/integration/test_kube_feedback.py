@@ -21,6 +21,7 @@ from shoal.domain import conditions as cond
 from shoal.domain import kubenodes, pki
 from shoal.domain import model as m
 from shoal.domain.bootstrap import ClusterSecrets
+from shoal.drivers.contract import Feature
 from shoal.services import nodegroups
 from tests.integration.conductor_support import FAST_CONDUCTOR, Env, make_env
 from tests.support.fake_kube import FakeKube
@@ -210,3 +211,29 @@ def test_a_removed_node_is_drained_then_its_node_object_deleted(
     assert reasons.index("Draining") < reasons.index("Drained") < reasons.index("NodeObjectDeleted")
     assert kept.name in fake.nodes
     assert m.NodeState.ACTIVE in {n.state for n in env.nodes(cid, "w")}
+
+
+def test_a_node_replaced_for_kubernetes_keeps_the_cluster_unhealthy_until_its_successor_is_ready(
+    kenv: tuple[Env, dict[str, FakeKube]],
+) -> None:
+    env, fakes = kenv
+    driver = env.conductor.ctx.providers["sim"].driver
+    driver.features = driver.features - {Feature.REBOOT, Feature.REBUILD}  # type: ignore[attr-defined]
+    cid, fake = _made(env, fakes, "replace")
+    sick, other = env.nodes(cid, "w")
+    env.step_until(lambda: _labelled(fake, sick.name))
+    fake.set_ready(sick.name, "False", "KubeletNotReady", "PLEG is not healthy")
+    env.skew[0] += timedelta(seconds=31)
+    env.step_until(lambda: sick.uuid not in env.servers(cid) and sick.name not in fake.nodes)
+    successor = next(n for n in env.nodes(cid, "w") if n.uuid not in (sick.uuid, other.uuid))
+    env.step_until(env.complete(cid))
+    for _ in range(5):  # complete, but its successor's Node is not Ready yet: unhealthy
+        env.conductor.run_once()
+    c = env.cluster(cid)
+    assert c is not None and c.health_status == "UNHEALTHY", c
+    assert "Kubernetes reports it NotReady since" in c.health_status_reason["w"]
+    assert "replaced, its successor is not ready yet" in c.health_status_reason["w"]
+    fake.register(successor.name)
+    env.step_until(lambda: (c := env.cluster(cid)) is not None and c.health_status == "HEALTHY")
+    reasons = [e.reason for e in env.events(cid)]
+    assert "Repairing" in reasons and "NodeObjectDeleted" in reasons

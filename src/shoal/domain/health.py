@@ -46,6 +46,9 @@ class GroupMemory:
     listing_failing_since: datetime | None = None
     # Nodes being drained before their machine goes: node uuid -> when it began.
     drains: Mapping[str, datetime] = field(default_factory=dict)
+    # Nodes the repair ladder replaced, by name -> why: the group stays unhealthy until
+    # their successors are ready.
+    replaced: Mapping[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -60,6 +63,7 @@ class GroupMemory:
                 self.listing_failing_since.isoformat() if self.listing_failing_since else None
             ),
             "drains": {n: t.isoformat() for n, t in self.drains.items()},
+            "replaced": dict(self.replaced),
         }
 
     @classmethod
@@ -82,6 +86,7 @@ class GroupMemory:
                 datetime.fromisoformat(listing_since) if listing_since else None
             ),
             drains={n: datetime.fromisoformat(t) for n, t in (data.get("drains") or {}).items()},
+            replaced=dict(data.get("replaced") or {}),
         )
 
 
@@ -172,6 +177,16 @@ def drains_kept(mem: GroupMemory, node_uuids: set[str]) -> GroupMemory:
     """Forget the drains of nodes not among `node_uuids` (gone, or on their way)."""
     live = {n: t for n, t in mem.drains.items() if n in node_uuids}
     return mem if len(live) == len(mem.drains) else replace(mem, drains=live)
+
+
+def replacing(mem: GroupMemory, name: str, why: str) -> GroupMemory:
+    """The ladder replaces node `name`, unhealthy because `why`."""
+    return replace(mem, replaced={**mem.replaced, name: why[:FAULT_MAX]})
+
+
+def successors_ready(mem: GroupMemory) -> GroupMemory:
+    """The nodes that replaced unhealthy ones are ready: the group is healthy again."""
+    return mem if not mem.replaced else replace(mem, replaced={})
 
 
 def block_zone(mem: GroupMemory, zone: str, now: datetime) -> GroupMemory:

@@ -203,6 +203,7 @@ def _climb(p: Pass, node: Node) -> None:
         node=node.uuid,
     )
     if rung == health.REPLACE:
+        p.memory = health.replacing(p.memory, node.name, why)
         _replace(p, node, why)
         return
     params = {"image_id": spec.probe(p).image_id} if rung == health.REBUILD else {}

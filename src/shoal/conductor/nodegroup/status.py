@@ -97,6 +97,8 @@ def conclude(ctx: Context, p: Pass, permanent: str | None = None) -> None:
             reason = f"timed out after {limit.total_seconds() / 60:g} minutes: {reason}"
             conds = cond.set_false(conds, cond.READY, cond.TIMED_OUT, reason, now)
     conds = _up_to_date(p, conds)
+    if outcome is st.Outcome.COMPLETE and _kube_ready(p):
+        p.memory = health.successors_ready(p.memory)
     conds = _healthy(p, conds)
     conds = _kube_api(p, conds)
     new_status = st.derive(g.status, outcome)
@@ -161,6 +163,17 @@ def _changed(before: tuple[Condition, ...], after: tuple[Condition, ...], type_:
     health_status_reason quotes it)."""
     a, b = cond.get(before, type_), cond.get(after, type_)
     return (a.status, a.message) != (b.status, b.message) if a and b else a is not b
+
+
+def _kube_ready(p: Pass) -> bool:
+    """Whether Kubernetes reports every ready node of the group Ready (true where the
+    cluster's API server is not read)."""
+    if p.kube is None:
+        return True
+    ready = [n for n in p.nodes.values() if n.state is NodeState.ACTIVE]
+    return p.kube.reachable and all(
+        (k := p.kube.nodes.get(n.name)) is not None and k.ready == "True" for n in ready
+    )
 
 
 def _kube_api(p: Pass, conds: tuple[Condition, ...]) -> tuple[Condition, ...]:
@@ -256,6 +269,8 @@ def _healthy(p: Pass, conds: tuple[Condition, ...]) -> tuple[Condition, ...]:
     being repaired; the message names them and why (Magnum's health_status_reason)."""
     sick = {n.name: n.reason or "unhealthy" for n in p.unhealthy}
     sick.update({n.name: n.reason or "being repaired" for n in p.nodes.values() if n.repair_step})
+    for name, why in p.memory.replaced.items():
+        sick.setdefault(name, f"{why}; replaced, its successor is not ready yet")
     if not sick:
         return cond.set_true(conds, cond.HEALTHY, cond.AS_EXPECTED, "", p.now)
     text = "; ".join(f"{name}: {why}" for name, why in sorted(sick.items())[:20])
