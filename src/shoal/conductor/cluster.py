@@ -208,6 +208,8 @@ def _delete_path(ctx: Context, p: Pass) -> None:
     c = p.snap.cluster
     if not p.snap.groups:
         release(ctx, c.project_id, c.uuid)
+        if ctx.kube is not None:  # its API server's client goes with it
+            ctx.kube.forget(c.uuid)
         if ctx.delegations is not None:  # its trust goes next; the row then with the cluster
             ctx.delegations.forget(c.uuid)
         p.w.delete_cluster = True

@@ -265,8 +265,10 @@ def _clock_start(started: datetime, conds: tuple[Condition, ...]) -> datetime:
 
 
 def _healthy(p: Pass, conds: tuple[Condition, ...]) -> tuple[Condition, ...]:
-    """Healthy: no node is unhealthy (failed after it was ready, its agent silent) or
-    being repaired; the message names them and why (Magnum's health_status_reason)."""
+    """Healthy: no node is unhealthy (failed after it was ready, its agent silent, its
+    Node not Ready in Kubernetes), being repaired, or replaced by the ladder with its
+    successor not ready yet; the message names them and why (Magnum's
+    health_status_reason)."""
     sick = {n.name: n.reason or "unhealthy" for n in p.unhealthy}
     sick.update({n.name: n.reason or "being repaired" for n in p.nodes.values() if n.repair_step})
     for name, why in p.memory.replaced.items():
