@@ -237,3 +237,35 @@ def test_a_node_replaced_for_kubernetes_keeps_the_cluster_unhealthy_until_its_su
     env.step_until(lambda: (c := env.cluster(cid)) is not None and c.health_status == "HEALTHY")
     reasons = [e.reason for e in env.events(cid)]
     assert "Repairing" in reasons and "NodeObjectDeleted" in reasons
+
+
+def test_the_only_master_not_ready_is_reported_never_replaced(
+    kenv: tuple[Env, dict[str, FakeKube]],
+) -> None:
+    env, fakes = kenv
+    driver = env.conductor.ctx.providers["sim"].driver
+    driver.features = driver.features - {Feature.REBOOT, Feature.REBUILD}  # type: ignore[attr-defined]
+    cid, fake = _made(env, fakes, "master")
+    (master,) = env.nodes(cid, "m")
+    env.step_until(lambda: _labelled(fake, master.name))
+    fake.set_ready(master.name, "False", "KubeletNotReady", "container runtime is down")
+    env.skew[0] += timedelta(seconds=400)  # past the master group's unhealthy timeout (300 s)
+
+    def unhealthy() -> bool:
+        c = env.cluster(cid)
+        return c is not None and c.health_status == "UNHEALTHY"
+
+    env.step_until(unhealthy)
+    for _ in range(5):
+        env.conductor.run_once()
+    c = env.cluster(cid)
+    assert (
+        c is not None
+        and "not repaired: it is the cluster's only master" in (c.health_status_reason["m"])
+    )
+    assert "container runtime is down" in c.health_status_reason["m"]
+    assert [n.uuid for n in env.nodes(cid, "m")] == [master.uuid]
+    assert master.uuid in env.servers(cid)
+    assert not any(e.reason == "Repairing" for e in env.events(cid))
+    fake.set_ready(master.name, "True", "KubeletReady", "kubelet is posting ready status")
+    env.step_until(lambda: (c := env.cluster(cid)) is not None and c.health_status == "HEALTHY")

@@ -19,7 +19,7 @@ from shoal.conductor.nodegroup.operate import DriverOp
 from shoal.conductor.nodegroup.state import Pass
 from shoal.domain import conditions as cond
 from shoal.domain import health, kubenodes, merge, revision
-from shoal.domain.model import Node, NodeState
+from shoal.domain.model import ROLE_MASTER, Node, NodeState
 from shoal.drivers.contract import BlockedError, BlockedKind, Feature, Machine, MachineState
 
 
@@ -55,7 +55,10 @@ def observe(p: Pass) -> None:
         if node.uuid in p.memory.drains:
             continue  # being drained: on its way out already
         if node.state is NodeState.ACTIVE and node.uuid not in {n.uuid for n in p.unhealthy}:
-            why = _unwell(p, node)
+            why = _silent(p, node)
+            if why is None and (why := _kube_unready(p, node)) is not None and _sole_master(p):
+                p.held.append((node, why))  # reported, never repaired: see _sole_master
+                continue
             if why is not None:
                 p.unhealthy.append(p.set(node, reason=why))
             elif node.repair_step:
@@ -212,10 +215,13 @@ def _climb(p: Pass, node: Node) -> None:
     p.look_again(p.now + wait)
 
 
-def _unwell(p: Pass, node: Node) -> str | None:
-    """Why a ready node counts as unhealthy (None: it does not): its agent is silent,
-    or Kubernetes does not report it Ready (`_kube_unready`)."""
-    return _silent(p, node) or _kube_unready(p, node)
+def _sole_master(p: Pass) -> bool:
+    """Whether the group is a cluster's only master. Kubernetes reporting it NotReady
+    while its API server answers means the control plane runs and its kubelet does
+    not: replacing the machine would lose etcd's data, so that is reported, never
+    repaired (a silent agent or a failed machine still is)."""
+    g = p.snap.group.spec
+    return g.role == ROLE_MASTER and g.node_count <= 1
 
 
 def _silent(p: Pass, node: Node) -> str | None:

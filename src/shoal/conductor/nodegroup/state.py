@@ -59,6 +59,7 @@ class Pass:
     deferred: bool = False  # creates left for the next pass (due at once)
     failed_boots: list[str] = field(default_factory=list)  # the cloud's faults, this pass
     unhealthy: list[Node] = field(default_factory=list)  # were ready; machine failed or gone
+    held: list[tuple[Node, str]] = field(default_factory=list)  # unhealthy, not repaired: why
     repairs_stopped: str | None = None  # why, when the health policy's breaker tripped
     waiting_until: datetime | None = None  # no create before then (failures, full zones)
     look_again_by: datetime | None = None  # a deadline comes then (a repair rung's time)

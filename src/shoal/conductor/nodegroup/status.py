@@ -271,6 +271,11 @@ def _healthy(p: Pass, conds: tuple[Condition, ...]) -> tuple[Condition, ...]:
     health_status_reason)."""
     sick = {n.name: n.reason or "unhealthy" for n in p.unhealthy}
     sick.update({n.name: n.reason or "being repaired" for n in p.nodes.values() if n.repair_step})
+    for node, why in p.held:
+        sick[node.name] = (
+            f"{why}; not repaired: it is the cluster's only master (a new machine would "
+            "lose etcd's data): look at its kubelet (the node agent's services)"
+        )
     for name, why in p.memory.replaced.items():
         sick.setdefault(name, f"{why}; replaced, its successor is not ready yet")
     if not sick:
