@@ -70,8 +70,9 @@ def observe(p: Pass) -> None:
     if p.failed_boots:
         p.memory = health.failed(p.memory, p.now, p.failed_boots[-1], p.snap.group.generation)
     repair(p)
-    going = {n.uuid for n in p.nodes.values() if n.state is not NodeState.DELETING}
-    p.memory = health.drains_kept(p.memory, going)
+    if p.memory.drains:  # forget the drains of nodes gone or on their way
+        going = {n.uuid for n in p.nodes.values() if n.state is not NodeState.DELETING}
+        p.memory = health.drains_kept(p.memory, going)
 
 
 def adopt(p: Pass, uid: str, m: Machine) -> None:
