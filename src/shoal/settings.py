@@ -85,6 +85,27 @@ class ConductorSettings:
     driver_rate_per_s: float = opt(
         0.0, "driver calls per second per process (0 = unlimited); 429s slow it further", lo=0
     )
+    kube_timeout_seconds: float = opt(
+        3.0,
+        "longest wait for one call to a cluster's Kubernetes API server (longer: the API "
+        "server counts as unreachable for that pass)",
+        lo=0.1,
+        hi=60,
+    )
+    kube_check_seconds: float = opt(
+        15.0,
+        "how often a ready node group of a cluster shoal runs Kubernetes on reads its "
+        "Nodes (readiness, labels, taints)",
+        lo=0.5,
+        hi=3600,
+    )
+    drain_timeout_seconds: float = opt(
+        120.0,
+        "how long shoal waits for a node's pods to be evicted before it removes the node "
+        "anyway (and says so in an event)",
+        lo=0,
+        hi=86400,
+    )
 
 
 @dataclass(frozen=True)

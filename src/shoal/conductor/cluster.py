@@ -183,9 +183,11 @@ def _finish(ctx: Context, p: Pass) -> None:
 
 def health(p: Pass, outcome: st.Outcome) -> None:
     """Magnum's health_status from what shoal observes: UNHEALTHY when a group failed
-    or has unhealthy nodes (its `Healthy` condition: silent agents, failed machines),
-    HEALTHY when every group is ready and healthy, UNKNOWN while work is under way;
-    the reason maps each group (and the API) to what was seen."""
+    or has unhealthy nodes (its `Healthy` condition: silent agents, failed machines,
+    Nodes Kubernetes does not report Ready), or, once complete, when its Kubernetes API
+    server does not answer; HEALTHY when every group is ready and healthy, UNKNOWN
+    while work is under way; the reason maps each group (and the API) to what was
+    seen."""
     c = p.snap.cluster
     reason = {g.name: g.status_reason or g.status for g in p.snap.groups}
     sick = {}
@@ -195,11 +197,23 @@ def health(p: Pass, outcome: st.Outcome) -> None:
             sick[g.name] = h.message
     reason.update(sick)
     reason["api"] = c.api_address or p.w.api_address or "no API address yet"
+    # Where shoal reads the cluster's Kubernetes API server: whether it answered.
+    unreachable = next(
+        (
+            k.message
+            for g in p.snap.groups
+            if (k := cond.get(g.conditions, cond.KUBERNETES_API)) is not None
+            and k.status == cond.FALSE
+        ),
+        None,
+    )
+    if unreachable:
+        reason["api"] = f"{reason['api']}: {unreachable}"
     status = {
         st.Outcome.COMPLETE: "HEALTHY",
         st.Outcome.FAILED: "UNHEALTHY",
     }.get(outcome, "UNKNOWN")
-    if sick:
+    if sick or (unreachable and outcome is st.Outcome.COMPLETE):
         status = "UNHEALTHY"
     if (status, reason) != (c.health_status, c.health_status_reason):
         p.w.health = (status, reason)
@@ -218,6 +232,8 @@ def _delete_path(ctx: Context, p: Pass) -> None:
     c = p.snap.cluster
     if not p.snap.groups:
         release(ctx, c.project_id, c.uuid)
+        if ctx.kube is not None:  # its API server's client goes with it
+            ctx.kube.forget(c.uuid)
         if ctx.delegations is not None:  # its trust goes next; the row then with the cluster
             ctx.delegations.forget(c.uuid)
         p.w.delete_cluster = True

@@ -19,6 +19,7 @@ from typing import TypeVar
 
 from shoal.conductor.backoff import Backoff
 from shoal.conductor.delegations import StoredDelegations
+from shoal.conductor.kubeapi import KubeAccess
 from shoal.conductor.ratelimit import RateLimiter
 from shoal.conductor.throttle import Throttle
 from shoal.db.engine import Database
@@ -42,6 +43,10 @@ class Provider:
     slots: threading.BoundedSemaphore  # concurrent calls to this provider
     per_target: int | None = None  # concurrent calls per target (zones that are hosts)
     agents: bool = False  # its nodes run shoal-agent (a silent one is unhealthy)
+    # Its nodes run the Kubernetes shoal renders (the driver says a cluster's API address
+    # before its first master exists: conductor/nodegroup/kube.py), so shoal reads its
+    # clusters' API servers (conductor/nodegroup/kubefeed.py).
+    kubernetes: bool = False
     # Creates: paced to the provider's limit as learned from its 429s.
     create_throttle: Throttle = field(default_factory=Throttle)
     _targets: dict[str, threading.BoundedSemaphore] = field(default_factory=dict)
@@ -97,6 +102,8 @@ class Context:
     # Cluster uuid -> its Kubernetes secrets (conductor/kube_secrets.py); None: nodes
     # get no Kubernetes bootstrap.
     kube_secrets: Callable[[str], ClusterSecrets] | None = None
+    # Clients of the clusters' Kubernetes API servers (None: shoal reads none).
+    kube: KubeAccess | None = None
     # Where each node group seen lives (provider, cluster, project: fixed at its
     # creation, so never stale): a pass needs it before it lists, and a read per pass
     # costs more than the pass.
@@ -129,6 +136,7 @@ class Context:
                 ),
                 per_target=p.settings.concurrency_per_target,
                 agents=p.settings.agents or bool(getattr(p.settings.options, "agents", False)),
+                kubernetes=getattr(p.driver, "reserve_address", None) is not None,
             )
         return cls(
             db=db,
@@ -143,6 +151,11 @@ class Context:
             node_token=node_token,
             delegations=delegations,
             kube_secrets=kube_secrets,
+            kube=(
+                KubeAccess(kube_secrets, now, settings.kube_timeout_seconds)
+                if kube_secrets is not None
+                else None
+            ),
         )
 
     def places_of(

@@ -31,6 +31,7 @@ _GROUP = (
         _CL.c.name.label("cluster_name"),
         _CL.c.attrs.label("cluster_attrs"),
         _CL.c.deleting.label("cluster_deleting"),
+        _CL.c.api_address.label("cluster_api_address"),
     )
     .join(_CL, _CL.c.uuid == _NG.c.cluster_uuid)
     .where(_NG.c.uuid.in_(bindparam("uuids", expanding=True)))
@@ -94,6 +95,7 @@ class GroupSnapshot:
     memory: health.GroupMemory = health.GroupMemory()
     operation: m.Operation | None = None  # the operation under way on the group, if any
     tasks: tuple[m.NodeTask, ...] = ()  # its tasks
+    cluster_api_address: str | None = None  # where its cluster's API server answers
 
 
 @dataclass(frozen=True)
@@ -151,6 +153,7 @@ def load_groups(db: Database, uuids: Collection[str]) -> dict[str, GroupSnapshot
                 memory=health.GroupMemory.from_json(ng.memory),
                 operation=running.get(ng.uuid),
                 tasks=tuple(tasks.get(running[ng.uuid].uuid, ())) if ng.uuid in running else (),
+                cluster_api_address=ng.cluster_api_address,
             )
             for ng in groups
         }

@@ -24,6 +24,8 @@ DELETING = "Deleting"  # a delete is under way
 UP_TO_DATE = "UpToDate"  # node group: every node runs the spec's image and flavor
 HEALTHY = "Healthy"  # node group: no node unhealthy (a silent agent, a failed machine)
 RECONCILE_ERROR = "ReconcileError"  # True while passes fail unexpectedly (a bug, not the cloud)
+# node group of a cluster shoal runs Kubernetes on: its API server answered the last read
+KUBERNETES_API = "KubernetesAPIReachable"
 
 # Reasons (CamelCase, one word, stable: operators and scripts match on them).
 PROVISIONING = "Provisioning"  # creating nodes
@@ -48,6 +50,7 @@ ROLLOUT_STALLED = "RolloutStalled"  # new nodes did not become ready: stopped it
 UNEXPECTED_ERROR = "UnexpectedError"  # a pass raised what no phase expected
 MACHINES_FAILING = "MachinesFailing"  # machines fail to boot: retrying with a growing delay
 MAX_UNHEALTHY = "MaxUnhealthyExceeded"  # too many unhealthy nodes: repairs stopped
+API_UNREACHABLE = "APIServerUnreachable"  # the cluster's Kubernetes API server did not answer
 
 
 def get(conds: tuple[Condition, ...], type_: str) -> Condition | None:

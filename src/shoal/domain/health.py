@@ -44,6 +44,11 @@ class GroupMemory:
     # Passes in a row whose listing of the group's machines failed, since when.
     listing_failures: int = 0
     listing_failing_since: datetime | None = None
+    # Nodes being drained before their machine goes: node uuid -> when it began.
+    drains: Mapping[str, datetime] = field(default_factory=dict)
+    # Nodes the repair ladder replaced, by name -> why: the group stays unhealthy until
+    # their successors are ready.
+    replaced: Mapping[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -57,6 +62,8 @@ class GroupMemory:
             "listing_failing_since": (
                 self.listing_failing_since.isoformat() if self.listing_failing_since else None
             ),
+            "drains": {n: t.isoformat() for n, t in self.drains.items()},
+            "replaced": dict(self.replaced),
         }
 
     @classmethod
@@ -78,6 +85,8 @@ class GroupMemory:
             listing_failing_since=(
                 datetime.fromisoformat(listing_since) if listing_since else None
             ),
+            drains={n: datetime.fromisoformat(t) for n, t in (data.get("drains") or {}).items()},
+            replaced=dict(data.get("replaced") or {}),
         )
 
 
@@ -157,6 +166,27 @@ def listing_reason(provider: str, reason: str, mem: GroupMemory) -> str:
         "delay and changes nothing meanwhile: check that the provider answers "
         "(endpoint, credentials, rate limits)"
     )
+
+
+def drain_started(mem: GroupMemory, node_uuid: str, now: datetime) -> GroupMemory:
+    """Node `node_uuid` began to be drained now."""
+    return replace(mem, drains={**mem.drains, node_uuid: now})
+
+
+def drains_kept(mem: GroupMemory, node_uuids: set[str]) -> GroupMemory:
+    """Forget the drains of nodes not among `node_uuids` (gone, or on their way)."""
+    live = {n: t for n, t in mem.drains.items() if n in node_uuids}
+    return mem if len(live) == len(mem.drains) else replace(mem, drains=live)
+
+
+def replacing(mem: GroupMemory, name: str, why: str) -> GroupMemory:
+    """The ladder replaces node `name`, unhealthy because `why`."""
+    return replace(mem, replaced={**mem.replaced, name: why[:FAULT_MAX]})
+
+
+def successors_ready(mem: GroupMemory) -> GroupMemory:
+    """The nodes that replaced unhealthy ones are ready: the group is healthy again."""
+    return mem if not mem.replaced else replace(mem, replaced={})
 
 
 def block_zone(mem: GroupMemory, zone: str, now: datetime) -> GroupMemory:

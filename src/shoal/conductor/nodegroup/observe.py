@@ -18,8 +18,8 @@ from shoal.conductor.nodegroup import spec
 from shoal.conductor.nodegroup.operate import DriverOp
 from shoal.conductor.nodegroup.state import Pass
 from shoal.domain import conditions as cond
-from shoal.domain import health, merge, revision
-from shoal.domain.model import Node, NodeState
+from shoal.domain import health, kubenodes, merge, revision
+from shoal.domain.model import ROLE_MASTER, Node, NodeState
 from shoal.drivers.contract import BlockedError, BlockedKind, Feature, Machine, MachineState
 
 
@@ -52,8 +52,13 @@ def observe(p: Pass) -> None:
         else:
             adopt(p, uid, m)
     for node in list(p.nodes.values()):
+        if node.uuid in p.memory.drains:
+            continue  # being drained: on its way out already
         if node.state is NodeState.ACTIVE and node.uuid not in {n.uuid for n in p.unhealthy}:
             why = _silent(p, node)
+            if why is None and (why := _kube_unready(p, node)) is not None and _sole_master(p):
+                p.held.append((node, why))  # reported, never repaired: see _sole_master
+                continue
             if why is not None:
                 p.unhealthy.append(p.set(node, reason=why))
             elif node.repair_step:
@@ -65,6 +70,9 @@ def observe(p: Pass) -> None:
     if p.failed_boots:
         p.memory = health.failed(p.memory, p.now, p.failed_boots[-1], p.snap.group.generation)
     repair(p)
+    if p.memory.drains:  # forget the drains of nodes gone or on their way
+        going = {n.uuid for n in p.nodes.values() if n.state is not NodeState.DELETING}
+        p.memory = health.drains_kept(p.memory, going)
 
 
 def adopt(p: Pass, uid: str, m: Machine) -> None:
@@ -160,7 +168,12 @@ def _failed(p: Pass, node: Node, m: Machine) -> None:
 
 
 def _replace(p: Pass, node: Node, reason: str) -> None:
-    """Delete the node's machine and forget the node: scaling adds a new one."""
+    """Delete the node's machine and forget the node: scaling adds a new one. A node
+    Kubernetes runs on is drained first (`Pass.drained`): meanwhile it is marked
+    `to_delete`, so the next passes go on with it and scaling adds its successor."""
+    if p.machines.get(node.uuid) is not None and not p.drained(node):
+        p.set(node, reason=reason, to_delete=True)
+        return
     p.set(node, state=NodeState.DELETING, reason=reason)
     if p.machines.get(node.uuid) is not None:
         p.to_delete.append(node.uuid)
@@ -194,12 +207,22 @@ def _climb(p: Pass, node: Node) -> None:
         node=node.uuid,
     )
     if rung == health.REPLACE:
+        p.memory = health.replacing(p.memory, node.name, why)
         _replace(p, node, why)
         return
     params = {"image_id": spec.probe(p).image_id} if rung == health.REBUILD else {}
     p.driver_ops.append(DriverOp(rung, node.uuid, params, ""))
     p.set(node, repair_step=health.RUNGS.index(rung) + 1, repair_at=p.now)
     p.look_again(p.now + wait)
+
+
+def _sole_master(p: Pass) -> bool:
+    """Whether the group is a cluster's only master. Kubernetes reporting it NotReady
+    while its API server answers means the control plane runs and its kubelet does
+    not: replacing the machine would lose etcd's data, so that is reported, never
+    repaired (a silent agent or a failed machine still is)."""
+    g = p.snap.group.spec
+    return g.role == ROLE_MASTER and g.node_count <= 1
 
 
 def _silent(p: Pass, node: Node) -> str | None:
@@ -221,6 +244,26 @@ def _silent(p: Pass, node: Node) -> str | None:
             return f"its agent never reported in the {limit} s after it was ready"
         p.look_again(silent_at)
     return None
+
+
+def _kube_unready(p: Pass, node: Node) -> str | None:
+    """Why Kubernetes makes a ready node unhealthy (`kubenodes.unready`: its Node not
+    Ready for the unhealthy timeout, or never registered in the startup timeout);
+    None where the cluster's API server was not read or did not answer."""
+    if p.kube is None:
+        return None
+    policy = p.snap.group.spec.health
+    why, deadline = kubenodes.unready(
+        p.kube.nodes.get(node.name),
+        p.kube.reachable,
+        p.now,
+        policy.unhealthy_timeout_s,
+        node.ready_at,
+        policy.startup_timeout_s,
+    )
+    if deadline is not None:
+        p.look_again(deadline)
+    return why
 
 
 def repair(p: Pass) -> None:

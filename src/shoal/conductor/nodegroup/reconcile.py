@@ -24,6 +24,7 @@ from shoal.conductor.guard import Guard
 from shoal.conductor.nodegroup import (
     act,
     delete,
+    kubefeed,
     observe,
     operate,
     rollout,
@@ -68,12 +69,15 @@ def reconcile_batch(ctx: Context, uuids: list[str]) -> None:
     )
     for p in started.values():
         p.virt = views.get(p.group_uuid)
+    # The clusters' Kubernetes API servers, read before anything is decided.
+    kubefeed.read(ctx, guard, started.values())
     passes = guard.keep(started.values(), _uuid, lambda p: plan(ctx, p))
     acting = [p for p in passes if p.path is not Path.CONCLUDE]
     scale.settle_names(acting, lambda c, names: snapshots.taken_names(ctx.db, c, names))
     # Intent before action: a group whose intent could not be written does not act.
     acting = guard.written(acting, _uuid, lambda ps: commit_intent(ctx, ps, now))
     act.act(ctx, acting)
+    kubefeed.act(ctx, guard, acting)
     for p in acting:
         if p.crash is not None:  # an unexpected exception in its calls or their answers
             guard.fail(p.group_uuid, p.crash)
@@ -134,6 +138,7 @@ def plan(ctx: Context, p: Pass) -> None:
         operate.operate(p)
         if not rollout.roll(p, lambda: snapshots.siblings(ctx.db, g.cluster_id)):
             scale.scale(p, first_wave=max(queue.BATCH_NODES, ctx.settings.driver_concurrency))
+        kubefeed.plan(p)
     p.flush_updates()
     journal.decided(
         g.cluster_id,

@@ -28,7 +28,8 @@ def remove_marked(p: Pass) -> None:
     """Nodes named in a resize (`to_delete`) go, exactly those."""
     for node in list(p.nodes.values()):
         if node.to_delete and node.state is not NodeState.DELETING:
-            p.event("NodeRemoved", f"removing node {node.name} as requested", node=node.uuid)
+            if node.uuid not in p.memory.drains:  # said once, not on each pass of a drain
+                p.event("NodeRemoved", f"removing node {node.name} as requested", node=node.uuid)
             p.retire(node)
 
 

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from shoal.db import snapshots, writes
 from shoal.db.virthosts import VirtView
 from shoal.domain import conditions as cond
-from shoal.domain import health
+from shoal.domain import health, kubenodes
+from shoal.domain.kubenodes import Drain
 from shoal.domain.model import Node, NodeState
 from shoal.drivers.contract import (
     TAG_NODE,
@@ -26,6 +27,7 @@ from shoal.drivers.contract import (
 )
 
 LIVE = (NodeState.PENDING, NodeState.BUILDING, NodeState.ACTIVE)
+DRAIN_POLL_S = 2.0  # a node being drained is looked at again this often
 
 
 class Path(enum.Enum):
@@ -57,6 +59,7 @@ class Pass:
     deferred: bool = False  # creates left for the next pass (due at once)
     failed_boots: list[str] = field(default_factory=list)  # the cloud's faults, this pass
     unhealthy: list[Node] = field(default_factory=list)  # were ready; machine failed or gone
+    held: list[tuple[Node, str]] = field(default_factory=list)  # unhealthy, not repaired: why
     repairs_stopped: str | None = None  # why, when the health policy's breaker tripped
     waiting_until: datetime | None = None  # no create before then (failures, full zones)
     look_again_by: datetime | None = None  # a deadline comes then (a repair rung's time)
@@ -73,6 +76,12 @@ class Pass:
     # An unexpected exception in this group's driver calls or their answers (act): the
     # per-pass guard makes it the group's ReconcileError (conductor/guard.py).
     crash: Exception | None = None
+    # The cluster's Kubernetes API as read this pass (None: not read: shoal does not run
+    # Kubernetes on this group's provider), and the calls to make to it (kubefeed.act).
+    kube: kubenodes.ClusterView | None = None
+    kube_ops: list[kubenodes.Op] = field(default_factory=list)
+    drain_timeout_s: float = 120.0
+    _drain_steps: dict[str, bool] = field(default_factory=dict)
     _updates: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def crashed(self, exc: Exception) -> None:
@@ -133,8 +142,70 @@ class Pass:
         row["updated_at"] = self.now
         return new
 
+    def drained(self, node: Node) -> bool:
+        """Whether `node`'s machine may go now: its Node cordoned and its pods evicted,
+        or the drain timeout passed (then an event says what was left), or there is
+        nothing to drain (no Kubernetes read, a node never ready, a machine in
+        ERROR, no Node object). Decided once a pass per node."""
+        done = self._drain_steps.get(node.uuid)
+        if done is not None:
+            return done
+        m = self.machines.get(node.uuid)
+        step = Drain.SKIP
+        alive = m is not None and m.state is not MachineState.ERROR
+        if self.kube is not None and node.ready_at is not None and node.name and alive:
+            started = self.memory.drains.get(node.uuid)
+            step = kubenodes.drain_step(
+                self.kube, node.name, started, self.now, self.drain_timeout_s
+            )
+        done = self._drain(node, step)
+        self._drain_steps[node.uuid] = done
+        return done
+
+    def _drain(self, node: Node, step: Drain) -> bool:
+        name, timeout = node.name, self.drain_timeout_s
+        if step is Drain.SKIP:
+            return True
+        if step in (Drain.START, Drain.NO_WAIT):
+            self.kube_ops.append(kubenodes.Op(kubenodes.CORDON_OP, name))
+        if step is not Drain.DONE and step is not Drain.GIVE_UP:
+            self.kube_ops.append(kubenodes.Op(kubenodes.EVICT_OP, name))
+        if step is Drain.NO_WAIT:
+            self.event(
+                "Drained",
+                f"node {name} is not Ready in Kubernetes, so its kubelet cannot act on "
+                "evictions: cordoned and its pods evicted without waiting",
+                node=node.uuid,
+            )
+            return True
+        if step is Drain.START:
+            self.memory = health.drain_started(self.memory, node.uuid, self.now)
+            self.event(
+                "Draining",
+                f"draining node {name} (cordon, evict its pods) before its machine goes; "
+                f"at most {timeout:g} s",
+                node=node.uuid,
+            )
+        if step in (Drain.START, Drain.WAIT):
+            self.progress = True
+            self.look_again(self.now + timedelta(seconds=DRAIN_POLL_S))
+            return False
+        if step is Drain.DONE:
+            self.event("Drained", f"node {name} drained: no pod left to evict", node=node.uuid)
+        else:
+            self.event(
+                "DrainTimedOut",
+                f"drain of node {name} did not finish in {timeout:g} s "
+                f"({kubenodes.left_over(self.kube, name)}); removing it anyway",
+                warning=True,
+                node=node.uuid,
+            )
+        return True
+
     def drop(self, node: Node) -> None:
-        """Forget a node row (its machine is gone)."""
+        """Forget a node row (its machine is gone); its Node object goes too."""
+        if self.kube is not None and node.name in self.kube.nodes:
+            self.kube_ops.append(kubenodes.Op(kubenodes.DELETE_OP, node.name))
         self.nodes.pop(node.uuid, None)
         self._updates.pop(node.id, None)
         self.w.delete_ids.append(node.id)
@@ -154,12 +225,18 @@ class Pass:
         )
 
     def retire(self, node: Node) -> None:
-        """Mark a node for deletion: its machine is deleted, then its row."""
+        """Mark a node for deletion: its machine is deleted, then its row. A node
+        Kubernetes runs on is drained first: it stays (marked `to_delete`, so the
+        next passes go on with it) until `drained` lets it go."""
         if node.uuid in self.to_ensure:
             self.to_ensure.remove(node.uuid)
         m = self.machines.get(node.uuid)
         if m is None:
             self.drop(node)  # never created (or already gone): nothing to delete
+            return
+        if not self.drained(node):
+            if not node.to_delete:
+                self.set(node, to_delete=True)
             return
         self.set(node, state=NodeState.DELETING)
         if m.state is not MachineState.DELETING:

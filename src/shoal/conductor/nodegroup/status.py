@@ -97,7 +97,10 @@ def conclude(ctx: Context, p: Pass, permanent: str | None = None) -> None:
             reason = f"timed out after {limit.total_seconds() / 60:g} minutes: {reason}"
             conds = cond.set_false(conds, cond.READY, cond.TIMED_OUT, reason, now)
     conds = _up_to_date(p, conds)
+    if outcome is st.Outcome.COMPLETE and _kube_ready(p):
+        p.memory = health.successors_ready(p.memory)
     conds = _healthy(p, conds)
+    conds = _kube_api(p, conds)
     new_status = st.derive(g.status, outcome)
     _events(p, new_status, reason, ready)
     if outcome is st.Outcome.COMPLETE:
@@ -150,7 +153,38 @@ def conclude(ctx: Context, p: Pass, permanent: str | None = None) -> None:
         or _is_blocked(reason) != _is_blocked(g.status_reason)
         or cond.has_reason(g.conditions, cond.READY, cond.LISTING_FAILED)
         or (p.progress and g.spec.role == ROLE_MASTER)
+        or _changed(g.conditions, conds, cond.HEALTHY)
+        or _changed(g.conditions, conds, cond.KUBERNETES_API)
     )
+
+
+def _changed(before: tuple[Condition, ...], after: tuple[Condition, ...], type_: str) -> bool:
+    """Whether condition `type_` changed its status or message (the cluster's
+    health_status_reason quotes it)."""
+    a, b = cond.get(before, type_), cond.get(after, type_)
+    return (a.status, a.message) != (b.status, b.message) if a and b else a is not b
+
+
+def _kube_ready(p: Pass) -> bool:
+    """Whether Kubernetes reports every ready node of the group Ready (true where the
+    cluster's API server is not read)."""
+    if p.kube is None:
+        return True
+    ready = [n for n in p.nodes.values() if n.state is NodeState.ACTIVE]
+    return p.kube.reachable and all(
+        (k := p.kube.nodes.get(n.name)) is not None and k.ready == "True" for n in ready
+    )
+
+
+def _kube_api(p: Pass, conds: tuple[Condition, ...]) -> tuple[Condition, ...]:
+    """KubernetesAPIReachable: whether the cluster's API server answered this pass's
+    read (kept as it was by a pass that did not read it; absent where shoal does not
+    run Kubernetes)."""
+    if p.kube is None:
+        return conds
+    if p.kube.error is None:
+        return cond.set_true(conds, cond.KUBERNETES_API, cond.AS_EXPECTED, "", p.now)
+    return cond.set_false(conds, cond.KUBERNETES_API, cond.API_UNREACHABLE, p.kube.error, p.now)
 
 
 def _in_progress(
@@ -231,10 +265,19 @@ def _clock_start(started: datetime, conds: tuple[Condition, ...]) -> datetime:
 
 
 def _healthy(p: Pass, conds: tuple[Condition, ...]) -> tuple[Condition, ...]:
-    """Healthy: no node is unhealthy (failed after it was ready, its agent silent) or
-    being repaired; the message names them and why (Magnum's health_status_reason)."""
+    """Healthy: no node is unhealthy (failed after it was ready, its agent silent, its
+    Node not Ready in Kubernetes), being repaired, or replaced by the ladder with its
+    successor not ready yet; the message names them and why (Magnum's
+    health_status_reason)."""
     sick = {n.name: n.reason or "unhealthy" for n in p.unhealthy}
     sick.update({n.name: n.reason or "being repaired" for n in p.nodes.values() if n.repair_step})
+    for node, why in p.held:
+        sick[node.name] = (
+            f"{why}; not repaired: it is the cluster's only master (a new machine would "
+            "lose etcd's data): look at its kubelet (the node agent's services)"
+        )
+    for name, why in p.memory.replaced.items():
+        sick.setdefault(name, f"{why}; replaced, its successor is not ready yet")
     if not sick:
         return cond.set_true(conds, cond.HEALTHY, cond.AS_EXPECTED, "", p.now)
     text = "; ".join(f"{name}: {why}" for name, why in sorted(sick.items())[:20])
