@@ -23,6 +23,7 @@ from shoal.domain import conditions as cond
 from shoal.domain import deletion, health, revision
 from shoal.domain import rollout as plan
 from shoal.domain.model import ROLE_MASTER, Condition, Node, NodeState
+from shoal.domain.rollout import RolloutState
 
 ROLLING_PER_CLUSTER = 2  # worker groups of one cluster rolling at once
 
@@ -39,27 +40,29 @@ def roll(p: Pass, siblings: Callable[[], list[Sibling]]) -> bool:
     if not old:
         return False
     hold = g.spec.rollout_hold
-    if hold == "aborted":
-        p.rollout, p.rollout_note = "aborted", f"{len(old)} node(s) left on an older revision"
+    if hold == RolloutState.ABORTED:
+        p.rollout = RolloutState.ABORTED
+        p.rollout_note = f"{len(old)} node(s) left on an older revision"
         return False
-    if hold == "paused":
-        p.rollout, p.rollout_note = "paused", f"{len(old)} of {len(live)} node(s) to replace"
+    if hold == RolloutState.PAUSED:
+        p.rollout = RolloutState.PAUSED
+        p.rollout_note = f"{len(old)} of {len(live)} node(s) to replace"
         return True
     if p.memory.stalled:
-        p.rollout, p.rollout_note = "stalled", p.memory.stalled
+        p.rollout, p.rollout_note = RolloutState.STALLED, p.memory.stalled
         return True
     new = [n for n in live if n not in old]
     if stalled := _stalled(p, new):
         p.memory = health.stall(p.memory, stalled, g.generation)
-        p.rollout, p.rollout_note = "stalled", stalled
+        p.rollout, p.rollout_note = RolloutState.STALLED, stalled
         p.event("RolloutStalled", f"node group {g.name}: {stalled}", warning=True)
         return True
     master = g.spec.role == ROLE_MASTER
     if not master and (why := _waits(p, siblings())):
-        p.rollout, p.rollout_note = "waiting", why
+        p.rollout, p.rollout_note = RolloutState.WAITING, why
         return True
     if p.snap.operation is not None:
-        p.rollout = "rolling" if _strategy(p) != REPLACE else "waiting"
+        p.rollout = RolloutState.ROLLING if _strategy(p) != REPLACE else RolloutState.WAITING
         p.rollout_note = f"{p.snap.operation.kind} of {len(old)} node(s) under way"
         return True
     if _strategy(p) != REPLACE:
@@ -71,7 +74,7 @@ def roll(p: Pass, siblings: Callable[[], list[Sibling]]) -> bool:
         old_ready=sum(1 for n in old if n.state is NodeState.ACTIVE),
     )
     step = plan.step(census, g.spec.node_count, plan.policy_for(g.spec.rollout, master))
-    p.rollout = "rolling"
+    p.rollout = RolloutState.ROLLING
     p.rollout_note = f"{census.current} of {g.spec.node_count} node(s) on the new revision"
     if step.retire:
         for n in deletion.choose(old, step.retire, g.spec.deletion_policy):
@@ -115,17 +118,17 @@ def _in_place(p: Pass, old: list[Node], master: bool) -> bool:
                 "on the node group or cluster, or use upgrade_strategy replace or rebuild"
             )
             p.memory = health.stall(p.memory, why, g.generation)
-            p.rollout, p.rollout_note = "stalled", why
+            p.rollout, p.rollout_note = RolloutState.STALLED, why
             p.event("RolloutStalled", f"node group {g.name}: {why}", warning=True)
             return True
         kind, params = "rebase", {"ref": ref}
     batch = 1 if master else max(1, g.spec.rollout.max_unavailable)
     targets = [n.uuid for n in old if n.state is NodeState.ACTIVE]
     if not targets:
-        p.rollout, p.rollout_note = "waiting", "no ready node to move yet"
+        p.rollout, p.rollout_note = RolloutState.WAITING, "no ready node to move yet"
         return True
     operate.begin(p, kind, params, targets, batch)
-    p.rollout = "rolling"
+    p.rollout = RolloutState.ROLLING
     p.rollout_note = f"{kind} of {len(targets)} node(s) in place, {batch} at a time"
     p.event("RollingOut", f"node group {g.name}: {p.rollout_note} ({strategy})")
     return True

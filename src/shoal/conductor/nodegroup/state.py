@@ -16,6 +16,7 @@ from shoal.db.virthosts import VirtView
 from shoal.domain import conditions as cond
 from shoal.domain import health
 from shoal.domain.model import Node, NodeState
+from shoal.domain.rollout import RolloutState
 from shoal.drivers.contract import (
     TAG_NODE,
     DriverError,
@@ -61,7 +62,7 @@ class Pass:
     waiting_until: datetime | None = None  # no create before then (failures, full zones)
     look_again_by: datetime | None = None  # a deadline comes then (a repair rung's time)
     behind: int = 0  # live nodes not on the group's revision
-    rollout: str | None = None  # rolling, waiting, paused, aborted or stalled (rollout.py)
+    rollout: RolloutState | None = None  # none: no node is behind (rollout.py)
     rollout_note: str = ""  # what the rollout does or waits for, for a person
     operation_note: str = ""  # how the group's operation goes, for a person
     driver_ops: list[Any] = field(default_factory=list)  # operate.DriverOp: act calls them
