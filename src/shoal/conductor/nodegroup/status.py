@@ -16,8 +16,8 @@ from __future__ import annotations
 import statistics
 from datetime import datetime, timedelta
 
-from shoal.conductor.context import Context
 from shoal.conductor.nodegroup.state import Pass
+from shoal.conductor.pacing import Pacing
 from shoal.db import writes
 from shoal.domain import conditions as cond
 from shoal.domain import health, node_programs, outcome
@@ -26,7 +26,6 @@ from shoal.domain.model import ROLE_MASTER, Condition, NodeState
 from shoal.drivers.contract import BlockedError, BlockedKind, PermanentError, TransientError
 
 DEFAULT_CREATE_TIMEOUT_MIN = 60
-PROGRESS_REQUEUE_S = 0.2
 
 
 def create_timeout(attrs: dict[str, object]) -> timedelta:
@@ -43,7 +42,7 @@ def _camel(status: str) -> str:
     return "".join(w.capitalize() for w in status.split("_"))
 
 
-def conclude(ctx: Context, p: Pass, permanent: str | None = None) -> None:
+def conclude(pace: Pacing, p: Pass, permanent: str | None = None) -> None:
     """Decide the outcome of the pass (gather its facts, take the first rule of
     `domain/outcome.py` that matches, apply it): its status, events and requeue time
     join the pass's write (`p.w`), which the caller commits."""
@@ -59,7 +58,7 @@ def conclude(ctx: Context, p: Pass, permanent: str | None = None) -> None:
     conds = _healthy(p, conds)
     new_status = st.derive(g.status, d.outcome)
     _events(p, new_status, d.status_reason, facts.ready)
-    nxt = _requeue_at(ctx, p, d.requeue, conds)
+    nxt = _requeue_at(pace, p, d.requeue, conds)
     memory = p.memory.to_json() if p.memory != p.snap.memory else None
     p.w.status = writes.StatusWrite(
         g.generation,
@@ -122,7 +121,7 @@ def gather(p: Pass, permanent: str | None, limit: timedelta) -> outcome.Facts:
 
 
 def _requeue_at(
-    ctx: Context, p: Pass, requeue: outcome.Requeue, conds: tuple[Condition, ...]
+    pace: Pacing, p: Pass, requeue: outcome.Requeue, conds: tuple[Condition, ...]
 ) -> datetime | None:
     """The time a group wants to be looked at again, for the kind the rules chose; never
     later than a deadline of the pass (`look_again_by`)."""
@@ -131,29 +130,29 @@ def _requeue_at(
     if requeue is R.NEVER:
         return None
     if requeue is R.RESYNC:
-        nxt = ctx.requeue_at(now, ctx.settings.sweep_seconds)
+        nxt = pace.at(now, pace.sweep_seconds)
     elif requeue is R.PERIOD:
-        nxt = ctx.requeue_at(now, ctx.settings.requeue_seconds)  # for the others to finish
+        nxt = pace.at(now, pace.requeue_seconds)  # for the others to finish
     elif requeue is R.WAIT:
         # Machines keep failing, or no zone has room: look again when the wait ends,
         # or sooner when nodes are booting.
         assert p.waiting_until is not None
-        nxt = min(p.waiting_until, ctx.requeue_at(now, recheck_in(ctx, p)))
+        nxt = min(p.waiting_until, pace.at(now, recheck_in(pace, p)))
     elif requeue is R.BACKOFF:
-        nxt = now + timedelta(seconds=_backoff(ctx, p, conds))
+        nxt = now + timedelta(seconds=_backoff(pace, p, conds))
     elif requeue is R.AT_ONCE:
         # Creates left over by the pass's time budget: due at once, but behind
         # every resource that became due while this pass ran (the pass's start
         # time would put this group ahead of them, the masters among them).
-        nxt = max(now, ctx.now())
+        nxt = max(now, pace.clock())
     else:
-        nxt = ctx.requeue_at(now, recheck_in(ctx, p))
+        nxt = pace.at(now, recheck_in(pace, p))
     if p.look_again_by is not None:
         nxt = min(nxt, max(p.look_again_by, now))
     return nxt
 
 
-def _backoff(ctx: Context, p: Pass, conds: tuple[Condition, ...]) -> float:
+def _backoff(pace: Pacing, p: Pass, conds: tuple[Condition, ...]) -> float:
     """Seconds before a group the cloud refuses tries again: a delay that grows with
     the time it has not been ready, at least what the cloud asked for."""
     since = cond.get(conds, cond.READY)
@@ -162,7 +161,7 @@ def _backoff(ctx: Context, p: Pass, conds: tuple[Condition, ...]) -> float:
     )
     transient = next((e for e in p.errors if isinstance(e, TransientError)), None)
     retry_after = transient.retry_after if transient is not None else None
-    return min(ctx.backoff.after_waiting(waited, retry_after), ctx.settings.backoff_max_seconds)
+    return pace.after_waiting(waited, retry_after)
 
 
 def retry_events(p: Pass, limit: int = 10) -> None:
@@ -199,15 +198,14 @@ def _is_blocked(reason: str | None) -> bool:
     return (reason or "").startswith("BLOCKED")
 
 
-def recheck_in(ctx: Context, p: Pass) -> float:
+def recheck_in(pace: Pacing, p: Pass) -> float:
     """Seconds until a group in progress is looked at again. Booting nodes are due
     when the boot time learned in this group (median of its ready nodes) says the
     first of them should be up, bounded by the progress period below and by
     max(requeue period, that boot time) above; before anything is learned the
     fixed periods apply, and machines being deleted are looked at every progress
     period."""
-    base = ctx.settings.requeue_seconds
-    fast = min(base, PROGRESS_REQUEUE_S)
+    base, fast = pace.requeue_seconds, pace.progress_seconds
     nodes = p.nodes.values()
     waiting = [n for n in nodes if n.state in (NodeState.PENDING, NodeState.BUILDING)]
     boots = [
@@ -238,7 +236,7 @@ def _events(p: Pass, new_status: str, reason: str | None, ready: int) -> None:
         p.event("NodesReady", f"node group {g.name}: {ready} of {g.spec.node_count} ready")
 
 
-def listing_failed(ctx: Context, p: Pass) -> None:
+def listing_failed(pace: Pacing, p: Pass) -> None:
     """The listing itself failed: keep everything, say so (in status_reason too: since
     when, how many attempts), retry with a delay that grows with the attempts."""
     g, now, exc = p.snap.group, p.now, p.listing_error
@@ -247,7 +245,7 @@ def listing_failed(ctx: Context, p: Pass) -> None:
     reason = health.listing_reason(p.provider, exc.reason, p.memory)
     conds = cond.set_false(g.conditions, cond.READY, cond.LISTING_FAILED, reason, now)
     attempts = p.memory.listing_failures
-    delay = min(ctx.backoff.after_attempts(attempts + 1), ctx.settings.backoff_max_seconds)
+    delay = pace.after_attempts(attempts + 1)
     if exc.retry_after:
         delay = max(delay, exc.retry_after)
     if attempts == 1:  # one event when it starts, not one per attempt
