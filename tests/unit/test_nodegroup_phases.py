@@ -15,7 +15,7 @@ from shoal.db.snapshots import GroupSnapshot, Sibling
 from shoal.domain import conditions as cond
 from shoal.domain import health, revision
 from shoal.domain import model as m
-from shoal.domain.rollout import RolloutState
+from shoal.domain.rollout import RolloutState, Standing
 from shoal.drivers.contract import (
     TAG_NODE,
     BlockedKind,
@@ -238,7 +238,7 @@ def test_a_rollout_adds_on_the_new_revision_before_retiring_old_nodes() -> None:
     p = start(group(3), nodes, [machine(n) for n in nodes])
     observe.observe(p)
     assert rollout.roll(p, lambda: [])  # a master-less cluster: nothing to wait for
-    assert p.behind == 3 and p.rollout is RolloutState.ROLLING
+    assert p.rollout == Standing(3, RolloutState.ROLLING, "0 of 3 node(s) on the new revision")
     target = revision.of_group(p.snap.group.spec, p.snap.cluster_attrs)
     assert [r["revision"] for r in p.w.inserts] == [target]  # surge 1
     assert p.to_delete == []  # unavailable 0: no old node goes before a new one is ready
@@ -254,7 +254,7 @@ def test_workers_wait_for_the_masters() -> None:
     observe.observe(p)
     behind = Sibling("g-m", "master", (), False, "UPDATE_IN_PROGRESS", False)
     assert rollout.roll(p, lambda: [behind])
-    assert p.rollout is RolloutState.WAITING and p.w.inserts == [] and p.to_delete == []
+    assert p.rollout.state is RolloutState.WAITING and p.w.inserts == [] and p.to_delete == []
 
 
 def test_a_new_node_late_past_the_deadline_stops_the_rollout() -> None:
@@ -266,7 +266,7 @@ def test_a_new_node_late_past_the_deadline_stops_the_rollout() -> None:
     )
     observe.observe(p)
     assert rollout.roll(p, lambda: [])
-    assert p.rollout is RolloutState.STALLED
+    assert p.rollout.state is RolloutState.STALLED
     assert p.memory.stalled and "not ready 600 s" in p.memory.stalled
     assert p.to_delete == [] and p.w.inserts == []
     status.conclude(pace(), p)
@@ -278,4 +278,4 @@ def test_a_paused_rollout_moves_nothing() -> None:
     p = start(group(2, rollout_hold="paused"), nodes, [machine(n) for n in nodes])
     observe.observe(p)
     assert rollout.roll(p, lambda: [])
-    assert p.rollout is RolloutState.PAUSED and p.w.inserts == [] and p.to_delete == []
+    assert p.rollout.state is RolloutState.PAUSED and p.w.inserts == [] and p.to_delete == []

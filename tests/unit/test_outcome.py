@@ -16,6 +16,7 @@ from shoal.domain import outcome
 from shoal.domain.model import Condition
 from shoal.domain.outcome import Facts, Requeue
 from shoal.domain.rollout import RolloutState as RS
+from shoal.domain.rollout import Standing
 from shoal.domain.status import Outcome
 
 T0 = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
@@ -245,4 +246,4 @@ def test_how_long_the_work_has_been_under_way(
 def test_up_to_date(
     behind: int, state: RS | None, note: str, expected: tuple[bool, str, str]
 ) -> None:
-    assert outcome.up_to_date(behind, state, note) == expected
+    assert outcome.up_to_date(Standing(behind, state, note)) == expected

@@ -96,3 +96,13 @@ def test_rollout_states_keep_their_stored_strings() -> None:
         RolloutState.WAITING,
         RolloutState.PAUSED,
     ]
+
+
+@pytest.mark.parametrize(
+    ("state", "holds"),
+    [(None, False), *((s, s is not RolloutState.ABORTED) for s in RolloutState)],
+)
+def test_a_rollout_decides_the_nodes_unless_there_is_none_or_it_was_aborted(
+    state: RolloutState | None, holds: bool
+) -> None:
+    assert rollout.Standing(2, state, "").holds_scaling is holds

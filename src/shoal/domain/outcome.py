@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 
 from shoal.domain import conditions as cond
 from shoal.domain.model import Condition
-from shoal.domain.rollout import RolloutState
+from shoal.domain.rollout import RolloutState, Standing
 from shoal.domain.status import Outcome
 
 
@@ -262,10 +262,10 @@ _UP_TO_DATE_REASONS: dict[RolloutState, str] = {
 }
 
 
-def up_to_date(behind: int, rollout: RolloutState | None, note: str) -> tuple[bool, str, str]:
+def up_to_date(rollout: Standing) -> tuple[bool, str, str]:
     """UpToDate (status, reason, message): is every node on the group's revision, and
     if not, what the rollout does about it."""
-    if behind == 0:
+    if rollout.behind == 0:
         return True, cond.AS_EXPECTED, ""
-    why = _UP_TO_DATE_REASONS[rollout or RolloutState.WAITING]
-    return False, why, note or f"{behind} node(s) on an older revision"
+    why = _UP_TO_DATE_REASONS[rollout.state or RolloutState.WAITING]
+    return False, why, rollout.note or f"{rollout.behind} node(s) on an older revision"

@@ -45,6 +45,23 @@ STRATEGIES = (REPLACE, REBUILD, IN_PLACE)
 
 
 @dataclass(frozen=True)
+class Standing:
+    """Where a group's rollout stands after a pass's rollout phase: how many live nodes
+    are behind the group's revision, the rollout's state (none: no node is behind)
+    and what it does or waits for, for a person."""
+
+    behind: int = 0
+    state: RolloutState | None = None
+    note: str = ""
+
+    @property
+    def holds_scaling(self) -> bool:
+        """Whether the rollout decides the group's nodes this pass (plain scaling waits):
+        anything but no rollout at all, or one aborted."""
+        return self.state is not None and self.state is not RolloutState.ABORTED
+
+
+@dataclass(frozen=True)
 class Census:
     """A group's live nodes, counted: on the group's revision or not, ready or not."""
 

@@ -16,7 +16,7 @@ from shoal.db.virthosts import VirtView
 from shoal.domain import conditions as cond
 from shoal.domain import health
 from shoal.domain.model import Node, NodeState
-from shoal.domain.rollout import RolloutState
+from shoal.domain.rollout import Standing
 from shoal.drivers.contract import (
     TAG_NODE,
     DriverError,
@@ -61,9 +61,7 @@ class Pass:
     repairs_stopped: str | None = None  # why, when the health policy's breaker tripped
     waiting_until: datetime | None = None  # no create before then (failures, full zones)
     look_again_by: datetime | None = None  # a deadline comes then (a repair rung's time)
-    behind: int = 0  # live nodes not on the group's revision
-    rollout: RolloutState | None = None  # none: no node is behind (rollout.py)
-    rollout_note: str = ""  # what the rollout does or waits for, for a person
+    rollout: Standing = Standing()  # where the group's rollout stands (rollout.py)
     operation_note: str = ""  # how the group's operation goes, for a person
     driver_ops: list[Any] = field(default_factory=list)  # operate.DriverOp: act calls them
     features: frozenset[Feature] = frozenset()  # what the group's provider can do

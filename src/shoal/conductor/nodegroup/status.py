@@ -100,8 +100,8 @@ def gather(p: Pass, permanent: str | None, limit: timedelta) -> outcome.Facts:
         or next((e.reason for e in p.errors if isinstance(e, PermanentError)), None),
         lacking=f"node {lacking.name}: {lacking.reason}" if lacking is not None else None,
         repairs_stopped=p.repairs_stopped,
-        rollout=p.rollout,
-        rollout_note=p.rollout_note,
+        rollout=p.rollout.state,
+        rollout_note=p.rollout.note,
         operating=p.snap.operation is not None and p.w.operation is None,
         operation_note=p.operation_note,
         blocked=blocked.reason if blocked is not None else None,
@@ -188,7 +188,7 @@ def _healthy(p: Pass, conds: tuple[Condition, ...]) -> tuple[Condition, ...]:
 
 def _up_to_date(p: Pass, conds: tuple[Condition, ...]) -> tuple[Condition, ...]:
     """UpToDate: is every node on the group's revision (domain/outcome.py)."""
-    ok, why, note = outcome.up_to_date(p.behind, p.rollout, p.rollout_note)
+    ok, why, note = outcome.up_to_date(p.rollout)
     return cond.set_condition(
         conds, cond.UP_TO_DATE, cond.TRUE if ok else cond.FALSE, why, note, p.now
     )
