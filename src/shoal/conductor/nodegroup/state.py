@@ -37,6 +37,17 @@ class Path(enum.Enum):
     CONCLUDE = "conclude"  # nothing to ask the cloud: only the outcome is written
 
 
+@dataclass(frozen=True)
+class DriverOp:
+    """A driver call an operation or a repair makes this pass (act runs it): which, on
+    what node, and the task it is part of (none for a repair)."""
+
+    kind: str
+    node_uuid: str
+    params: dict[str, Any]
+    task_uuid: str
+
+
 @dataclass
 class Pass:
     """The working state of one pass over one node group."""
@@ -63,7 +74,7 @@ class Pass:
     look_again_by: datetime | None = None  # a deadline comes then (a repair rung's time)
     rollout: Standing = Standing()  # where the group's rollout stands (rollout.py)
     operation_note: str = ""  # how the group's operation goes, for a person
-    driver_ops: list[Any] = field(default_factory=list)  # operate.DriverOp: act calls them
+    driver_ops: list[DriverOp] = field(default_factory=list)  # act calls them
     features: frozenset[Feature] = frozenset()  # what the group's provider can do
     restart_seconds: float | None = None  # its provider's longest reboot (None: unknown)
     agents_expected: bool = False  # its provider's nodes run shoal-agent
