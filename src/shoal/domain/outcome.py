@@ -34,7 +34,7 @@ from shoal.domain.rollout import RolloutState, Standing
 from shoal.domain.status import Outcome
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Facts:
     """What a pass over one node group saw and did, as plain values."""
 
@@ -53,7 +53,7 @@ class Facts:
     blocked: str | None = None  # the cloud's words when it refused for now (quota, room)
     blocked_no_valid_host: bool = False  # ... because no host had room
     full_zones: tuple[str, ...] = ()  # the group's zones without a valid host lately
-    open_zones: tuple[str, ...] = ()  # the group's zones open now
+    open_zones: tuple[str, ...] = ()  # the group's zones open now (read when some are full)
     wait_left: timedelta | None = None  # no create before this much time has passed
     failures: int = 0  # rounds of failed boots in a row
     last_fault: str | None = None  # the cloud's words for the last of them
@@ -88,7 +88,7 @@ class Requeue(enum.Enum):
     RECHECK = "recheck"  # when its booting nodes should be up
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Decision:
     """A pass's outcome: the rule that decided it and what it says."""
 

@@ -90,6 +90,7 @@ def gather(p: Pass, permanent: str | None, limit: timedelta) -> outcome.Facts:
     transient = next((e for e in p.errors if isinstance(e, TransientError)), None)
     lacking = next((n for n in live if node_programs.is_missing_reason(n.reason)), None)
     started = p.snap.operation_started_at or g.updated_at or now
+    full = [z for z in health.blocked_zones(p.memory, now) if z in p.zones] if p.zones else []
     return outcome.Facts(
         desired=g.spec.node_count,
         live=len(live),
@@ -106,8 +107,8 @@ def gather(p: Pass, permanent: str | None, limit: timedelta) -> outcome.Facts:
         operation_note=p.operation_note,
         blocked=blocked.reason if blocked is not None else None,
         blocked_no_valid_host=blocked is not None and blocked.kind is BlockedKind.NO_VALID_HOST,
-        full_zones=tuple(z for z in health.blocked_zones(p.memory, now) if z in p.zones),
-        open_zones=tuple(p.open_zones()),
+        full_zones=tuple(full),
+        open_zones=tuple(p.open_zones()) if full else (),
         wait_left=p.waiting_until - now if p.waiting_until is not None else None,
         failures=p.memory.failures,
         last_fault=p.memory.last_fault,
