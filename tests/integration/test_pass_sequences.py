@@ -82,7 +82,7 @@ def run_rounds(
     raise AssertionError(f"not done after {MAX_ROUNDS} rounds")
 
 
-def ready_cluster(env: Env, rng: random.Random) -> str:
+def ready_cluster(env: Env, rng: random.Random, **attrs: object) -> str:
     # The template's groups, which the cluster's node_groups entries of the same names
     # override.
     named = [{"name": "m", "role": "master"}, *({"name": n} for n in WORKERS)]
@@ -92,7 +92,7 @@ def ready_cluster(env: Env, rng: random.Random) -> str:
         templates.create(env.db, env.caller, body)
     groups = [{"name": "m", "role": "master", "flavor_id": "m1.small", "node_count": 1}]
     groups += [{"name": n, "flavor_id": "m1.small", "node_count": c} for n, c in WORKERS.items()]
-    cid = env.create("seq", groups, cluster_template_id="v1")
+    cid = env.create("seq", groups, cluster_template_id="v1", **attrs)
     run_rounds(env, cid, rng, lambda: None, env.complete(cid))
     return cid
 
@@ -180,3 +180,40 @@ def test_operations_in_random_order_go_batch_by_batch_to_the_end(env: Env, seed:
     assert env.world.api_calls().get("reboot") == WORKERS["a"] + WORKERS["b"]
     assert sorted(s.machine_id for s in env.world.servers(cluster=cid)) == before
     run_rounds(env, cid, rng, lambda: None, env.complete(cid), tick=timedelta(seconds=5))
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_rollout_that_rebuilds_in_random_order_goes_group_by_group(env: Env, seed: int) -> None:
+    """A rollout that keeps the machines (upgrade_strategy rebuild) is an operation per
+    group: the masters' ends before any worker group's starts, at most two worker
+    groups move at once, each one node at a time (the default policy)."""
+    rng = random.Random(seed)
+    cid = ready_cluster(env, rng, labels={"upgrade_strategy": "rebuild"})
+    machines = env.servers(cid)
+    masters = env.group(cid, "m").uuid
+    resize.upgrade_cluster(env.db, env.caller, cid, {"cluster_template": "v2"})
+
+    def check() -> None:
+        assert env.servers(cid) == machines, "a machine was replaced"
+        views = operations.list_for(env.db, env.caller, cid)
+        workers = [v for v in views if v.operation.nodegroup_id != masters]
+        if workers:
+            (m,) = [v for v in views if v.operation.nodegroup_id == masters]
+            assert m.operation.state == "SUCCEEDED", "a worker group moved before the masters"
+        moving = [v for v in workers if v.operation.state == "RUNNING"]
+        assert len(moving) <= 2, "more than two worker groups rolling at once"
+        for v in views:
+            under_way = sum(1 for t in v.tasks if t.state in ("PENDING", "RUNNING"))
+            assert under_way <= 1, "more than one node of a group rebuilt at once"
+            assert "FAILED" not in [t.state for t in v.tasks]
+
+    def done() -> bool:
+        c = env.cluster(cid)
+        return c is not None and c.status == "UPDATE_COMPLETE"
+
+    run_rounds(env, cid, rng, check, done, tick=timedelta(seconds=5))
+    assert env.servers(cid) == machines
+    assert {s.image for s in env.world.servers(cluster=cid)} == {V2}
+    views = operations.list_for(env.db, env.caller, cid)
+    assert sorted(v.operation.kind for v in views) == ["rebuild"] * (1 + len(WORKERS))
+    assert all(v.operation.state == "SUCCEEDED" for v in views)
