@@ -8,13 +8,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from shoal.conductor.backoff import Backoff
-from shoal.conductor.context import Context
 from shoal.conductor.nodegroup import delete, observe, rollout, scale, spec, status
 from shoal.conductor.nodegroup.state import Pass, Path
+from shoal.conductor.pacing import Pacing
 from shoal.db.snapshots import GroupSnapshot, Sibling
 from shoal.domain import conditions as cond
 from shoal.domain import health, revision
 from shoal.domain import model as m
+from shoal.domain.rollout import RolloutState, Standing
 from shoal.drivers.contract import (
     TAG_NODE,
     BlockedKind,
@@ -60,17 +61,9 @@ def start(g: m.NodeGroup, nodes: list[m.Node], machines: list[Machine], **snap: 
     return Pass.start(GroupSnapshot(**values), T0, machines, "sim")
 
 
-def ctx() -> Context:
-    return Context(
-        db=None,  # type: ignore[arg-type]
-        providers={},
-        default_provider="sim",
-        settings=ConductorSettings(),
-        pool=None,  # type: ignore[arg-type]
-        backoff=Backoff(rand=lambda: 0.5),  # no jitter
-        now=lambda: T0,
-        holder="h",
-    )
+def pace() -> Pacing:
+    """The conductor's default periods, no jitter, the clock at T0."""
+    return Pacing.of(ConductorSettings(), Backoff(rand=lambda: 0.5), lambda: T0)
 
 
 def test_observe_folds_addresses_and_readiness() -> None:
@@ -90,7 +83,7 @@ def test_a_failed_boot_is_replaced_after_a_growing_delay() -> None:
     assert (p.memory.failures, p.memory.last_fault) == (1, "disk full")
     scale.scale(p, first_wave=32)
     assert p.w.inserts == [] and p.waiting_until == T0 + timedelta(seconds=3)
-    status.conclude(ctx(), p)
+    status.conclude(pace(), p)
     # Looked at again when the wait ends, or sooner while its machine is deleted.
     assert p.w.status is not None and p.w.status.next_reconcile_at is not None
     assert T0 < p.w.status.next_reconcile_at <= p.waiting_until
@@ -121,7 +114,7 @@ def test_async_no_valid_host_blocks_the_zone_and_places_the_node_elsewhere() -> 
     assert health.blocked_zones(p.memory, T0) == ["az-1"]
     scale.scale(p, first_wave=32)
     assert [r["availability_zone"] for r in p.w.inserts] == ["az-2"]
-    status.conclude(ctx(), p)
+    status.conclude(pace(), p)
     assert p.w.status is not None
     assert (p.w.status.status_reason or "").startswith("BLOCKED: no valid host in az-1")
 
@@ -157,7 +150,7 @@ def test_too_many_unhealthy_nodes_stop_repairs_and_keep_them() -> None:
     assert all(p.nodes[n.uuid].state is m.NodeState.ERROR for n in nodes[:2])
     scale.scale(p, first_wave=32)
     assert p.w.inserts == []  # the kept nodes hold their places
-    status.conclude(ctx(), p)
+    status.conclude(pace(), p)
     assert p.w.status is not None and p.w.status.status == "CREATE_FAILED"
     ready = cond.get(p.w.status.conditions, cond.READY)
     assert ready is not None and ready.reason == cond.MAX_UNHEALTHY
@@ -214,7 +207,7 @@ def test_validation_asks_the_driver_about_every_zone() -> None:
 def test_a_failed_listing_keeps_everything_and_retries() -> None:
     p = start(group(1), [node(1)], [])
     p = Pass.start(p.snap, T0, TransientError("HTTP 503", retry_after=30), "sim")
-    status.listing_failed(ctx(), p)
+    status.listing_failed(pace(), p)
     assert p.w.status is not None and p.w.status.next_reconcile_at == T0 + timedelta(seconds=30)
     assert p.w.inserts == p.w.delete_ids == []
 
@@ -245,11 +238,11 @@ def test_a_rollout_adds_on_the_new_revision_before_retiring_old_nodes() -> None:
     p = start(group(3), nodes, [machine(n) for n in nodes])
     observe.observe(p)
     assert rollout.roll(p, lambda: [])  # a master-less cluster: nothing to wait for
-    assert p.behind == 3 and p.rollout == "rolling"
+    assert p.rollout == Standing(3, RolloutState.ROLLING, "0 of 3 node(s) on the new revision")
     target = revision.of_group(p.snap.group.spec, p.snap.cluster_attrs)
     assert [r["revision"] for r in p.w.inserts] == [target]  # surge 1
     assert p.to_delete == []  # unavailable 0: no old node goes before a new one is ready
-    status.conclude(ctx(), p)
+    status.conclude(pace(), p)
     assert p.w.status is not None and p.w.status.status == "CREATE_IN_PROGRESS"
     up = cond.get(p.w.status.conditions, cond.UP_TO_DATE)
     assert up is not None and up.reason == cond.ROLLING_OUT
@@ -261,7 +254,7 @@ def test_workers_wait_for_the_masters() -> None:
     observe.observe(p)
     behind = Sibling("g-m", "master", (), False, "UPDATE_IN_PROGRESS", False)
     assert rollout.roll(p, lambda: [behind])
-    assert p.rollout == "waiting" and p.w.inserts == [] and p.to_delete == []
+    assert p.rollout.state is RolloutState.WAITING and p.w.inserts == [] and p.to_delete == []
 
 
 def test_a_new_node_late_past_the_deadline_stops_the_rollout() -> None:
@@ -273,9 +266,10 @@ def test_a_new_node_late_past_the_deadline_stops_the_rollout() -> None:
     )
     observe.observe(p)
     assert rollout.roll(p, lambda: [])
-    assert p.rollout == "stalled" and p.memory.stalled and "not ready 600 s" in p.memory.stalled
+    assert p.rollout.state is RolloutState.STALLED
+    assert p.memory.stalled and "not ready 600 s" in p.memory.stalled
     assert p.to_delete == [] and p.w.inserts == []
-    status.conclude(ctx(), p)
+    status.conclude(pace(), p)
     assert p.w.status is not None and p.w.status.status == "CREATE_FAILED"
 
 
@@ -284,4 +278,4 @@ def test_a_paused_rollout_moves_nothing() -> None:
     p = start(group(2, rollout_hold="paused"), nodes, [machine(n) for n in nodes])
     observe.observe(p)
     assert rollout.roll(p, lambda: [])
-    assert p.rollout == "paused" and p.w.inserts == [] and p.to_delete == []
+    assert p.rollout.state is RolloutState.PAUSED and p.w.inserts == [] and p.to_delete == []

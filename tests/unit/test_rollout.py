@@ -7,7 +7,8 @@ import pytest
 
 from shoal.domain import rollout
 from shoal.domain.model import RolloutPolicy
-from shoal.domain.rollout import Census
+from shoal.domain.rollout import Census, RolloutState
+from shoal.services.rollouts import HOLDS
 
 
 def simulate(old: int, desired: int, policy: RolloutPolicy, boot_passes: int = 1) -> list[Census]:
@@ -76,3 +77,32 @@ def test_old_nodes_not_ready_cost_no_availability() -> None:
     # them first) and the 2 ready stay.
     s = rollout.step(Census(0, 0, 4, 2), 2, RolloutPolicy(max_surge=1, max_unavailable=0))
     assert (s.retire, s.create) == (2, 1)
+
+
+def test_rollout_states_keep_their_stored_strings() -> None:
+    """The holds a request stores (`rollout_hold`) are the states' plain strings: the
+    spec column and the wire keep "paused" and "aborted"."""
+    assert {s.value for s in RolloutState} == {
+        "rolling",
+        "waiting",
+        "paused",
+        "aborted",
+        "stalled",
+    }
+    assert HOLDS == {"pause": "paused", "resume": None, "abort": "aborted"}
+    assert all(type(h) is str for h in HOLDS.values() if h is not None)
+    assert [s for s in RolloutState if s.holds_group] == [
+        RolloutState.ROLLING,
+        RolloutState.WAITING,
+        RolloutState.PAUSED,
+    ]
+
+
+@pytest.mark.parametrize(
+    ("state", "holds"),
+    [(None, False), *((s, s is not RolloutState.ABORTED) for s in RolloutState)],
+)
+def test_a_rollout_decides_the_nodes_unless_there_is_none_or_it_was_aborted(
+    state: RolloutState | None, holds: bool
+) -> None:
+    assert rollout.Standing(2, state, "").holds_scaling is holds

@@ -14,12 +14,13 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TypeVar
 
 from shoal.conductor.backoff import Backoff
 from shoal.conductor.delegations import StoredDelegations
 from shoal.conductor.kubeapi import KubeAccess
+from shoal.conductor.pacing import Pacing
 from shoal.conductor.ratelimit import RateLimiter
 from shoal.conductor.throttle import Throttle
 from shoal.db.engine import Database
@@ -207,6 +208,11 @@ class Context:
             p.create_throttle.accepted()
             return out
 
+    @property
+    def pacing(self) -> Pacing:
+        """This conductor's clock, periods and backoff, as the outcome phases take them."""
+        return Pacing.of(self.settings, self.backoff, self.now)
+
     def requeue_at(self, now: datetime, seconds: float) -> datetime:
         """`now + seconds`, jittered by the backoff's jitter."""
-        return now + timedelta(seconds=self.backoff.jittered(seconds))
+        return self.pacing.at(now, seconds)

@@ -12,9 +12,29 @@ Masters go one at a time (surge 1, unavailable 0) whatever their policy says.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
 from shoal.domain.model import RolloutPolicy
+
+
+class RolloutState(enum.StrEnum):
+    """Where a group's rollout stands after a pass (none: no node is behind).
+
+    PAUSED and ABORTED are also the holds a request puts on the group's spec
+    (`NodeGroupSpec.rollout_hold`, stored as these plain strings)."""
+
+    ROLLING = "rolling"  # replacing (or moving in place) old nodes, a few at a time
+    WAITING = "waiting"  # for the masters, for other groups, or for a node to move
+    PAUSED = "paused"  # held by request: nothing moves (resume continues)
+    ABORTED = "aborted"  # stopped by request where it was: plain scaling goes on
+    STALLED = "stalled"  # a new node failed or was late: stopped itself
+
+    @property
+    def holds_group(self) -> bool:
+        """Whether the group counts as rolling out: not done, nor to time out."""
+        return self in (RolloutState.ROLLING, RolloutState.WAITING, RolloutState.PAUSED)
+
 
 ONE_AT_A_TIME = RolloutPolicy(max_surge=1, max_unavailable=0)
 # How nodes move to a new revision (label `upgrade_strategy`): new machines; the
@@ -22,6 +42,23 @@ ONE_AT_A_TIME = RolloutPolicy(max_surge=1, max_unavailable=0)
 # each node through its agent (label `ostree_ref`: the ref).
 REPLACE, REBUILD, IN_PLACE = "replace", "rebuild", "in-place"
 STRATEGIES = (REPLACE, REBUILD, IN_PLACE)
+
+
+@dataclass(frozen=True)
+class Standing:
+    """Where a group's rollout stands after a pass's rollout phase: how many live nodes
+    are behind the group's revision, the rollout's state (none: no node is behind)
+    and what it does or waits for, for a person."""
+
+    behind: int = 0
+    state: RolloutState | None = None
+    note: str = ""
+
+    @property
+    def holds_scaling(self) -> bool:
+        """Whether the rollout decides the group's nodes this pass (plain scaling waits):
+        anything but no rollout at all, or one aborted."""
+        return self.state is not None and self.state is not RolloutState.ABORTED
 
 
 @dataclass(frozen=True)

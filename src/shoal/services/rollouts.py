@@ -13,10 +13,15 @@ from shoal.db.repo import clusters, nodegroups
 from shoal.db.types import utcnow
 from shoal.domain import policy
 from shoal.domain import validation as v
+from shoal.domain.rollout import RolloutState
 from shoal.services.context import Caller
 
 # action -> the hold it puts on the groups (resume lifts it)
-HOLDS: dict[str, str | None] = {"pause": "paused", "resume": None, "abort": "aborted"}
+HOLDS: dict[str, str | None] = {
+    "pause": RolloutState.PAUSED.value,
+    "resume": None,
+    "abort": RolloutState.ABORTED.value,
+}
 KEYS = frozenset({"nodegroup"})
 
 

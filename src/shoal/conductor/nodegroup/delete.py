@@ -6,11 +6,9 @@ backoff, and the group row goes only when the cloud lists none of its machines.
 
 from __future__ import annotations
 
-from datetime import timedelta
-
-from shoal.conductor.context import Context
 from shoal.conductor.nodegroup import status
 from shoal.conductor.nodegroup.state import Pass, Path
+from shoal.conductor.pacing import Pacing
 from shoal.db import writes
 from shoal.domain import conditions as cond
 from shoal.domain import status as st
@@ -45,20 +43,19 @@ def plan(p: Pass, vms_left: int = 0) -> None:
         p.event("Deleting", f"node group {g.name}: deleting {len(p.to_delete)} machine(s)")
 
 
-def conclude(ctx: Context, p: Pass) -> None:
+def conclude(pace: Pacing, p: Pass) -> None:
     """After the calls: say what is left and look again soon (later after a refusal)."""
     g, now = p.snap.group, p.now
     status.retry_events(p)
     left = len(p.machines)
     msg = p.hosts_wait or f"waiting for {left} machine(s) to be deleted"
     conds = cond.set_false(g.conditions, cond.READY, cond.DELETION_IN_PROGRESS, msg, now)
-    base = ctx.settings.requeue_seconds
-    delay = base if p.delete_errors else min(base, 0.2)
+    delay = pace.requeue_seconds if p.delete_errors else pace.progress_seconds
     p.w.status = writes.StatusWrite(
         g.generation,
         st.derive(g.status, st.Outcome.IN_PROGRESS, deleting=True),
         msg,
         conds,
         False,
-        now + timedelta(seconds=ctx.backoff.jittered(delay)),
+        pace.at(now, delay),
     )

@@ -12,12 +12,12 @@ stops at the first failed task; the nodes after it are left as they were.
 from __future__ import annotations
 
 import uuid as uuidlib
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from shoal.agent import protocol
 from shoal.conductor.nodegroup import spec
+from shoal.conductor.nodegroup.state import DriverOp as DriverOp  # act and observe name it here
 from shoal.conductor.nodegroup.state import Pass
 from shoal.domain import health, revision
 from shoal.domain import operations as ops
@@ -142,17 +142,6 @@ def _start(p: Pass, node_uuid: str) -> str:
     else:
         p.driver_ops.append(DriverOp(op.kind, node_uuid, dict(op.params), task))
     return ops.RUNNING
-
-
-@dataclass(frozen=True)
-class DriverOp:
-    """A driver call an operation makes this pass (act runs it): which, on what node,
-    and the task it is part of."""
-
-    kind: str
-    node_uuid: str
-    params: dict[str, Any]
-    task_uuid: str
 
 
 def _insert(p: Pass, node_uuid: str, state: str, output: str | None) -> str:

@@ -23,47 +23,56 @@ from shoal.domain import conditions as cond
 from shoal.domain import deletion, health, revision
 from shoal.domain import rollout as plan
 from shoal.domain.model import ROLE_MASTER, Condition, Node, NodeState
+from shoal.domain.rollout import RolloutState, Standing
 
 ROLLING_PER_CLUSTER = 2  # worker groups of one cluster rolling at once
 
 
 def roll(p: Pass, siblings: Callable[[], list[Sibling]]) -> bool:
-    """One rollout step for the group of `p`; False when there is nothing to roll
-    (or the rollout was aborted): plain scaling then does the rest."""
+    """One rollout step for the group of `p`, where it stands kept on the pass
+    (`p.rollout`); False when there is nothing to roll (or the rollout was aborted):
+    plain scaling then does the rest."""
+    p.rollout = _step(p, siblings)
+    return p.rollout.holds_scaling
+
+
+def _step(p: Pass, siblings: Callable[[], list[Sibling]]) -> Standing:
+    """The rollout's step for the group of `p` (its calls queued on the pass): where it
+    stands then."""
     g = p.snap.group
     attrs = p.snap.cluster_attrs
     target = revision.of_group(g.spec, attrs)
     live = [n for n in p.nodes.values() if n.state in scale.HOLDING and not n.to_delete]
     old = [n for n in live if revision.of_node(n, g.spec, attrs) != target]
-    p.behind = len(old)
+    behind = len(old)
     if not old:
-        return False
+        return Standing()
     hold = g.spec.rollout_hold
-    if hold == "aborted":
-        p.rollout, p.rollout_note = "aborted", f"{len(old)} node(s) left on an older revision"
-        return False
-    if hold == "paused":
-        p.rollout, p.rollout_note = "paused", f"{len(old)} of {len(live)} node(s) to replace"
-        return True
+    if hold == RolloutState.ABORTED:
+        return Standing(behind, RolloutState.ABORTED, f"{behind} node(s) left on an older revision")
+    if hold == RolloutState.PAUSED:
+        return Standing(behind, RolloutState.PAUSED, f"{behind} of {len(live)} node(s) to replace")
     if p.memory.stalled:
-        p.rollout, p.rollout_note = "stalled", p.memory.stalled
-        return True
+        return Standing(behind, RolloutState.STALLED, p.memory.stalled)
     new = [n for n in live if n not in old]
     if stalled := _stalled(p, new):
         p.memory = health.stall(p.memory, stalled, g.generation)
-        p.rollout, p.rollout_note = "stalled", stalled
         p.event("RolloutStalled", f"node group {g.name}: {stalled}", warning=True)
-        return True
+        return Standing(behind, RolloutState.STALLED, stalled)
     master = g.spec.role == ROLE_MASTER
     if not master and (why := _waits(p, siblings())):
-        p.rollout, p.rollout_note = "waiting", why
-        return True
+        return Standing(behind, RolloutState.WAITING, why)
     if p.snap.operation is not None:
-        p.rollout = "rolling" if _strategy(p) != REPLACE else "waiting"
-        p.rollout_note = f"{p.snap.operation.kind} of {len(old)} node(s) under way"
-        return True
+        state = RolloutState.ROLLING if _strategy(p) != REPLACE else RolloutState.WAITING
+        return Standing(behind, state, f"{p.snap.operation.kind} of {behind} node(s) under way")
     if _strategy(p) != REPLACE:
         return _in_place(p, old, master)
+    return _replace(p, live, old, new, master)
+
+
+def _replace(p: Pass, live: list[Node], old: list[Node], new: list[Node], master: bool) -> Standing:
+    """Replace old nodes by new ones, within the group's rollout policy."""
+    g = p.snap.group
     census = plan.Census(
         current=len(new),
         current_ready=sum(1 for n in new if n.state is NodeState.ACTIVE),
@@ -71,8 +80,7 @@ def roll(p: Pass, siblings: Callable[[], list[Sibling]]) -> bool:
         old_ready=sum(1 for n in old if n.state is NodeState.ACTIVE),
     )
     step = plan.step(census, g.spec.node_count, plan.policy_for(g.spec.rollout, master))
-    p.rollout = "rolling"
-    p.rollout_note = f"{census.current} of {g.spec.node_count} node(s) on the new revision"
+    note = f"{census.current} of {g.spec.node_count} node(s) on the new revision"
     if step.retire:
         for n in deletion.choose(old, step.retire, g.spec.deletion_policy):
             p.event("RollingOut", f"retiring node {n.name} (older revision)", node=n.uuid)
@@ -82,7 +90,7 @@ def roll(p: Pass, siblings: Callable[[], list[Sibling]]) -> bool:
         for uid in p.to_ensure[-step.create :]:
             node = p.nodes[uid]
             p.event("RollingOut", f"adding node {node.name} on the new revision", node=uid)
-    return True
+    return Standing(len(old), RolloutState.ROLLING, note)
 
 
 REPLACE, REBUILD = plan.REPLACE, plan.REBUILD
@@ -97,7 +105,7 @@ def _strategy(p: Pass) -> str:
     return strategy if strategy in plan.STRATEGIES else REPLACE  # checked when set
 
 
-def _in_place(p: Pass, old: list[Node], master: bool) -> bool:
+def _in_place(p: Pass, old: list[Node], master: bool) -> Standing:
     """Start the operation that moves the old nodes keeping their machines: rebuild
     (the driver) or rebase (the agent), one at a time for masters."""
     g = p.snap.group
@@ -115,20 +123,17 @@ def _in_place(p: Pass, old: list[Node], master: bool) -> bool:
                 "on the node group or cluster, or use upgrade_strategy replace or rebuild"
             )
             p.memory = health.stall(p.memory, why, g.generation)
-            p.rollout, p.rollout_note = "stalled", why
             p.event("RolloutStalled", f"node group {g.name}: {why}", warning=True)
-            return True
+            return Standing(len(old), RolloutState.STALLED, why)
         kind, params = "rebase", {"ref": ref}
     batch = 1 if master else max(1, g.spec.rollout.max_unavailable)
     targets = [n.uuid for n in old if n.state is NodeState.ACTIVE]
     if not targets:
-        p.rollout, p.rollout_note = "waiting", "no ready node to move yet"
-        return True
+        return Standing(len(old), RolloutState.WAITING, "no ready node to move yet")
     operate.begin(p, kind, params, targets, batch)
-    p.rollout = "rolling"
-    p.rollout_note = f"{kind} of {len(targets)} node(s) in place, {batch} at a time"
-    p.event("RollingOut", f"node group {g.name}: {p.rollout_note} ({strategy})")
-    return True
+    note = f"{kind} of {len(targets)} node(s) in place, {batch} at a time"
+    p.event("RollingOut", f"node group {g.name}: {note} ({strategy})")
+    return Standing(len(old), RolloutState.ROLLING, note)
 
 
 def _stalled(p: Pass, new: list[Node]) -> str | None:

@@ -17,6 +17,7 @@ from shoal.domain import conditions as cond
 from shoal.domain import health, kubenodes
 from shoal.domain.kubenodes import Drain
 from shoal.domain.model import Node, NodeState
+from shoal.domain.rollout import Standing
 from shoal.drivers.contract import (
     TAG_NODE,
     DriverError,
@@ -36,6 +37,17 @@ class Path(enum.Enum):
     RECONCILE = "reconcile"  # observe, remove, scale, act, conclude
     DELETE = "delete"  # delete every machine, then the group
     CONCLUDE = "conclude"  # nothing to ask the cloud: only the outcome is written
+
+
+@dataclass(frozen=True)
+class DriverOp:
+    """A driver call an operation or a repair makes this pass (act runs it): which, on
+    what node, and the task it is part of (none for a repair)."""
+
+    kind: str
+    node_uuid: str
+    params: dict[str, Any]
+    task_uuid: str
 
 
 @dataclass
@@ -63,11 +75,9 @@ class Pass:
     repairs_stopped: str | None = None  # why, when the health policy's breaker tripped
     waiting_until: datetime | None = None  # no create before then (failures, full zones)
     look_again_by: datetime | None = None  # a deadline comes then (a repair rung's time)
-    behind: int = 0  # live nodes not on the group's revision
-    rollout: str | None = None  # rolling, waiting, paused, aborted or stalled (rollout.py)
-    rollout_note: str = ""  # what the rollout does or waits for, for a person
+    rollout: Standing = Standing()  # where the group's rollout stands (rollout.py)
     operation_note: str = ""  # how the group's operation goes, for a person
-    driver_ops: list[Any] = field(default_factory=list)  # operate.DriverOp: act calls them
+    driver_ops: list[DriverOp] = field(default_factory=list)  # act calls them
     features: frozenset[Feature] = frozenset()  # what the group's provider can do
     restart_seconds: float | None = None  # its provider's longest reboot (None: unknown)
     agents_expected: bool = False  # its provider's nodes run shoal-agent
