@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import Deployment, check
+from benchmarks.harness import Deployment, check, peak_rss_mb
 from benchmarks.scenarios import Row
 
 TARGET = 1.10
@@ -76,9 +76,11 @@ class Run:
     wall_s: float  # first request -> every node Ready
     machines_s: float  # first request -> the last machine started
     api_s: float  # first request -> the API server's first answer
+    first_ready_s: float  # first request -> a first node Ready (the master, in practice)
     ready: list[str]  # the Ready nodes' names
     user_data_sha: str  # of every node's user data, in name order
     shoal_cpu_s: float = 0.0  # `shoal serve`'s own CPU (not its machines') over the run
+    shoal_rss_mb: float = 0.0  # `shoal serve`'s own peak RSS so far
 
 
 @dataclass
@@ -122,6 +124,7 @@ class NodesWatch:
         self.ctx.load_cert_chain(str(cert), str(key))
         self.answered: float | None = None  # monotonic time of the first answer
         self.last = ""  # the last answer or error, for a timeout's message
+        self.first_ready: float | None = None  # monotonic time a first node was Ready
 
     def ready(self) -> list[str]:
         """Names of the Ready nodes ([] while the API server does not answer)."""
@@ -136,7 +139,7 @@ class NodesWatch:
         if self.answered is None:
             self.answered = time.monotonic()
         self.last = f"{self.server}: nodes {[n['metadata']['name'] for n in items]}"
-        return sorted(
+        ready = sorted(
             n["metadata"]["name"]
             for n in items
             if any(
@@ -144,6 +147,9 @@ class NodesWatch:
                 for c in n.get("status", {}).get("conditions", [])
             )
         )
+        if ready and self.first_ready is None:
+            self.first_ready = time.monotonic()
+        return ready
 
 
 def _file_of(user_data: str, path: str) -> str:
@@ -324,9 +330,10 @@ class Bench:
             _wait("cluster deleted", DELETE_TIMEOUT_S, 0.5,
                   lambda: c.get(f"/clusters/{uid}").status_code == 404)  # fmt: skip
         self.latest[workers] = made_nodes
-        assert watch.answered is not None
-        return Run(side, workers, wall, machines_s, watch.answered - start, ready,
-                   _sha(made_nodes), cpu)  # fmt: skip
+        assert watch.answered is not None and watch.first_ready is not None
+        return Run(side, workers, wall, machines_s, watch.answered - start,
+                   watch.first_ready - start, ready, _sha(made_nodes), cpu,
+                   peak_rss_mb(serve.pid))  # fmt: skip
 
     # -- the plain script ----------------------------------------------------------
 
@@ -376,8 +383,9 @@ class Bench:
                 with contextlib.suppress(Exception):
                     driver.delete_machine(mid)
             driver.release_cluster("bench", cluster)
-        assert watch.answered is not None
-        return Run("plain", workers, wall, machines_s, watch.answered - start, ready, fed)
+        assert watch.answered is not None and watch.first_ready is not None
+        return Run("plain", workers, wall, machines_s, watch.answered - start,
+                   watch.first_ready - start, ready, fed)  # fmt: skip
 
     def _tmp(self) -> Path:
         return Path(tempfile.mkdtemp(dir=self.work, prefix="poller-"))
@@ -450,18 +458,24 @@ def rows_for(result: Result, shapes: tuple[int, ...]) -> list[Row]:
                 w + 1,
                 s,
                 cpu_ms_per_node=1000 * cpu / (w + 1),
+                peak_rss_mb=max(r.shoal_rss_mb for r in shoal),
                 lower_bound_s=p,
                 target=f"ratio <= {TARGET}",
                 ok=ratio <= TARGET,
                 note=f"runs {_fmt(shoal)}; to every node Ready",
-            )  # fmt: skip
+            )
         )
     return rows
 
 
 def _fmt(runs: list[Run]) -> str:
-    """Each run as wall (machines started / API answered) in seconds."""
-    return ", ".join(f"{r.wall_s:.1f} ({r.machines_s:.1f}/{r.api_s:.1f})" for r in runs) + " s"
+    """Each run as wall (last machine begun / API answered / first node Ready), seconds."""
+    return (
+        ", ".join(
+            f"{r.wall_s:.1f} ({r.machines_s:.1f}/{r.api_s:.1f}/{r.first_ready_s:.1f})" for r in runs
+        )
+        + " s"
+    )
 
 
 def kubernetes_ready(shapes: tuple[int, ...] = (1,), quick: bool = False) -> list[Row]:
