@@ -424,9 +424,11 @@ def measure(shapes: tuple[int, ...] = (1,), order: tuple[str, ...] = FULL_ORDER)
                 for workers in shapes:
                     for side in order:
                         if side == "plain":
-                            result.runs.append(bench.plain(workers))
+                            run = bench.plain(workers)
                         else:
-                            result.runs.append(bench.through_shoal(dep, template, workers, side))
+                            run = bench.through_shoal(dep, template, workers, side)
+                        result.runs.append(run)
+                        print(f"  1+{workers} {side}: {_fmt([run])}", flush=True)
     finally:
         _keep_log(result, work)
     return result
