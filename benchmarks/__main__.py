@@ -5,6 +5,9 @@ shoal on real Nova beside a plain openstacksdk loop.
 ./run bench --quick         small sizes, seconds (the test suite runs this)
 ./run bench --only overhead,resize
 ./run bench libvirt         10 real tiny VMs through shoal against plain libvirt-python (root)
+./run bench kubernetes      a real Kubernetes cluster (1 master + 1 worker, then + 3) to every
+                            node Ready, through shoal against a plain script (root)
+./run bench --quick kubernetes   1 master + 1 worker, one run a side
 ./run bench openstack       one scenario by name (the same as --only openstack)
 ./run bench fleet           (only when named) 1,000 clusters, 100,000 nodes on PostgreSQL,
                             2 APIs + 4/2/1 conductors
@@ -20,12 +23,22 @@ from collections.abc import Callable
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks import dashboard, fleet, libvirt, openstack, scenarios, speedup
+from benchmarks import dashboard, fleet, kubernetes, libvirt, openstack, scenarios, speedup
 from benchmarks.scenarios import Row
 
-# Scenarios that run only when named: they need root, libvirtd and QEMU. The full-size
-# fleet (issue 27) too: hours on 2 cores; `--quick` runs a small one.
-NAMED_ONLY = {"libvirt": lambda: libvirt.libvirt_vms(n=10, parallel=4)}
+
+def named_only(quick: bool) -> dict[str, Callable[[], list[Row]]]:
+    """Scenarios that run only when named: they need root, libvirtd and QEMU, or the
+    Kubernetes binaries. The full-size fleet (issue 27) too: hours on 2 cores; `--quick`
+    runs a small one."""
+    return {
+        "libvirt": lambda: libvirt.libvirt_vms(n=10, parallel=4),
+        "kubernetes": (
+            (lambda: kubernetes.kubernetes_ready((1,), quick=True))
+            if quick
+            else (lambda: kubernetes.kubernetes_ready((1, 3)))
+        ),
+    }
 
 
 def plan(quick: bool, fleet_plan: fleet.Plan) -> dict[str, Callable[[], list[Row]]]:
@@ -80,8 +93,12 @@ def as_information(rows: list[Row]) -> list[Row]:
 
 
 def render(rows: list[Row], console: Console) -> None:
-    real = any(r.scenario.startswith("libvirt") for r in rows)
-    cloud = "real libvirt + QEMU" if real else "the sim driver and on Nova"
+    if any(r.scenario.startswith("libvirt") for r in rows):
+        cloud = "real libvirt + QEMU"
+    elif any(r.scenario.startswith("kubernetes") for r in rows):
+        cloud = "real Kubernetes on the local provider's namespace machines"
+    else:
+        cloud = "the sim driver and on Nova"
     table = Table(title=f"shoal (real API + conductor processes) on {cloud}")
     for col in (
         "scenario",
@@ -158,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     todo = plan(args.quick, fleet_plan)
     only = [n for n in args.only.split(",") if n] + list(args.names)
     if only:
-        known = {**todo, **NAMED_ONLY, "fleet": lambda: fleet.fleet_bench(fleet_plan)}
+        known = {**todo, **named_only(args.quick), "fleet": lambda: fleet.fleet_bench(fleet_plan)}
         unknown = set(only) - set(known)
         if unknown:
             parser.error(f"unknown scenario(s) {sorted(unknown)}; choose from {sorted(known)}")

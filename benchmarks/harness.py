@@ -109,6 +109,7 @@ class Deployment:
     conductors: int = 0  # >0: APIs with --no-conductor plus this many `shoal conductor`
     apis: int = 1  # `shoal serve` processes on one database (PostgreSQL when > 1)
     database_url: str | None = None
+    host: str = "127.0.0.1"  # where the APIs listen (a local provider's bridge address)
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="shoal-bench-")))
     procs: list[Process] = field(default_factory=list)
     url: str = ""
@@ -126,8 +127,8 @@ class Deployment:
     def __enter__(self) -> Deployment:
         for i in range(self.apis):
             port = free_port()
-            url = f"http://127.0.0.1:{port}"
-            argv = [SHOAL, "serve", "--port", str(port)]
+            url = f"http://{self.host}:{port}"
+            argv = [SHOAL, "serve", "--host", self.host, "--port", str(port)]
             if self.conductors:
                 argv.append("--no-conductor")
             log = self.workdir / ("serve.log" if i == 0 else f"serve{i}.log")

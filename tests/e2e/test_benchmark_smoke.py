@@ -7,8 +7,12 @@ the correctness checks inside them (exact targeted removal) hold.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
-from benchmarks import fleet, scenarios
+from benchmarks import fleet, kubernetes, scenarios
+
+from tests.support.kubernetes import KUBERNETES_GROUP, kubernetes_unavailable
 
 
 @pytest.mark.slow
@@ -41,3 +45,36 @@ def test_fleet_smoke(pg_url: str) -> None:
     assert "probe GET cluster" in r.lat.samples and len(readers) >= 3
     rows = fleet.rows_for(r, "smoke")
     assert rows[0].wall_s == r.create_s and rows[-1].ok is True  # the errors row
+
+
+@pytest.mark.slow
+@pytest.mark.kubernetes
+@pytest.mark.xdist_group(KUBERNETES_GROUP)
+@pytest.mark.timeout(1800)
+def test_kubernetes_smoke(kubernetes_bin: Path) -> None:
+    """`./run bench --quick kubernetes`: one cluster of 1 master + 1 worker through a real
+    `shoal serve` on the local provider, then the same machines booted by the plain script
+    with the user data shoal rendered: both reach two Ready nodes of the same names, the
+    plain machines were given shoal's user data byte for byte, and the phases come in
+    their order (machines begun, API server answering, every node Ready)."""
+    why = kubernetes.missing_prerequisites()
+    if why:
+        kubernetes_unavailable(why)
+    result = kubernetes.measure((1,), kubernetes.QUICK_ORDER)
+    (shoal,) = result.of("shoal", 1)
+    (plain,) = result.of("plain", 1)
+    assert len(shoal.ready) == 2 and plain.ready == shoal.ready
+    assert plain.user_data_sha == shoal.user_data_sha
+    for run in (shoal, plain):
+        assert (
+            0
+            <= run.machines_s
+            < run.api_s
+            <= run.first_ready_s
+            <= run.wall_s
+            < kubernetes.READY_TIMEOUT_S
+        )
+    assert shoal.shoal_cpu_s > 0
+    rows = kubernetes.rows_for(result, (1,))
+    assert [r.scenario for r in rows] == ["kubernetes 1+1: plain script", "kubernetes 1+1: shoal"]
+    assert rows[1].ratio == shoal.wall_s / plain.wall_s
