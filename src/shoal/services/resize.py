@@ -194,6 +194,7 @@ def upgrade_cluster(db: Database, caller: Caller, ident: str, body: dict[str, An
                 if not g.deleting
             ]
         )
+        _check_skew(s, cluster, rows, version)
         for row in rows:
             spec = nodegroups.spec_of(row)
             # Magnum's max_batch_size: how many nodes of a group may be down at once
@@ -223,3 +224,27 @@ def upgrade_cluster(db: Database, caller: Caller, ident: str, body: dict[str, An
             f"{', '.join(r.name for r in rows)}; max_batch_size {batch}",
         )
         return cluster.uuid
+
+
+def _check_skew(
+    s: Session, cluster: ClusterRecord, rows: list[NodeGroupRecord], version: str | None
+) -> None:
+    """Refuse (Invalid) an upgrade that would leave workers on a Kubernetes version the
+    masters cannot serve (newer than them, or too far behind): masters go first."""
+    if not version:
+        return
+    moving = {r.uuid for r in rows}
+    cluster_version = (cluster.attrs or {}).get("coe_version")
+    masters: list[tuple[str, str]] = []
+    workers: list[tuple[str, str]] = []
+    for g in nodegroups.of_cluster(s, cluster.uuid):
+        if g.deleting:
+            continue
+        current = g.spec.coe_version or cluster_version
+        at = version if g.uuid in moving else current
+        if at and versions.parses(str(at)):  # (a legacy label is not held to the rule)
+            (masters if g.spec.role == m.ROLE_MASTER else workers).append((g.name, str(at)))
+    for name, at in workers:
+        problem = versions.skew_problem([t for _, t in masters], at)
+        if problem is not None:
+            raise Invalid(f"node group {name}: {problem}", "nodegroup")

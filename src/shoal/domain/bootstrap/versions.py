@@ -66,3 +66,49 @@ def check_attrs(attrs: dict[str, Any]) -> None:
         resolve(str(attrs["coe_version"]), "coe_version")
     elif isinstance(labels, dict) and labels.get("kube_tag"):
         resolve(str(labels["kube_tag"]), "kube_tag")
+
+
+# Kubernetes' version skew policy for the kubelet: never newer than the API servers,
+# at most this many minor releases older.
+KUBELET_MINORS_BEHIND = 2
+
+
+def parse(tag: str) -> tuple[int, int, int]:
+    """`v1.20.2` as (1, 20, 2); Invalid for anything else."""
+    parts = normalize(tag).removeprefix("v").split(".")
+    if len(parts) != 3 or not all(p.isdigit() for p in parts):
+        raise Invalid(f"{tag!r} is not a Kubernetes version (vMAJOR.MINOR.PATCH)", "coe_version")
+    return int(parts[0]), int(parts[1]), int(parts[2])
+
+
+def parses(tag: str) -> bool:
+    """Whether `tag` is a version `parse` reads (labels of older clusters may not be)."""
+    try:
+        parse(tag)
+    except Invalid:
+        return False
+    return True
+
+
+def skew_problem(masters: list[str], worker: str) -> str | None:
+    """Why workers at version `worker` cannot run beside masters at `masters` (their
+    API servers), or None: a kubelet never newer than the oldest master, and at most
+    KUBELET_MINORS_BEHIND minor releases older than the newest. Upgrades go masters
+    first."""
+    if not masters:
+        return None
+    have = sorted(parse(t) for t in masters)
+    want = parse(worker)
+    oldest, newest = have[0], have[-1]
+    shown = "v%d.%d.%d"
+    if want > oldest:
+        return (
+            f"workers at {worker} would be newer than the masters ({shown % oldest}): "
+            "upgrade the master group(s) first"
+        )
+    if want[0] != newest[0] or newest[1] - want[1] > KUBELET_MINORS_BEHIND:
+        return (
+            f"workers at {worker} would be more than {KUBELET_MINORS_BEHIND} minor releases "
+            f"older than the masters ({shown % newest}): upgrade the workers in steps"
+        )
+    return None
