@@ -15,7 +15,7 @@ from shoal.drivers.heat import members as mb
 from shoal.drivers.heat import templates
 
 
-def spec(n: int, zone: str = "az1") -> MachineSpec:
+def spec(n: int, zone: str | None = "az1") -> MachineSpec:
     return MachineSpec(
         machine_id=f"m{n}",
         name=f"node-{n}",
@@ -111,3 +111,30 @@ def test_a_template_without_the_contracts_parameters_or_outputs_is_refused(
     with pytest.raises(templates.TemplateError) as err:
         templates.load_operator(str(path))
     assert "parameter 'members'" in str(err.value) and "output 'refs_map'" in str(err.value)
+
+
+def test_a_member_placed_in_another_zone_is_replaced_under_a_new_index() -> None:
+    first = mb.plan(mb.Group.of(None), [mb.entry(spec(0, "az1"), "dep", ())])
+    assert first is not None
+    group = applied(mb.Group.of(None), first)
+    moved = mb.plan(group, [mb.entry(spec(0, "az2"), "dep", ())])
+    assert moved is not None and moved.removed == ("0",)
+    assert moved.members == {"1": mb.entry(spec(0, "az2"), "dep", ())}
+
+
+def test_a_member_nova_placed_is_kept_when_its_zone_becomes_known() -> None:
+    first = mb.plan(mb.Group.of(None), [mb.entry(spec(0, None), "dep", ())])
+    assert first is not None
+    group = applied(mb.Group.of(None), first)
+    assert mb.plan(group, [mb.entry(spec(0, "az1"), "dep", ())]) is None
+
+
+def test_a_stack_being_deleted_holds_its_members_until_it_is_gone() -> None:
+    first = mb.plan(mb.Group.of(None), [mb.entry(spec(0), "dep", ())])
+    assert first is not None
+    group = applied(mb.Group.of(None), first)
+    going = mb.StackView("s", "DELETE_IN_PROGRESS", "", group)
+    assert [m.state for m in mb.machines([going], [], {})] == [MachineState.DELETING]
+    failed = mb.StackView("s", "DELETE_FAILED", "Resource DELETE failed: boom", group)
+    (m,) = mb.machines([failed], [], {})
+    assert m.state is MachineState.ERROR and m.fault and "boom" in m.fault

@@ -24,7 +24,9 @@ from shoal.drivers.contract import (
     BlockedKind,
     Capabilities,
     Feature,
+    GroupReport,
     GroupRequest,
+    GroupState,
     Machine,
     MachineSpec,
     MachineState,
@@ -193,6 +195,24 @@ class HeatDriver:
             if update is not None:
                 self.cloud.patch_stack(name, stack["id"], update.parameters())
 
+    def list_group(
+        self, nodegroup_id: str, tags: Mapping[str, str]
+    ) -> tuple[list[Machine], GroupReport]:
+        """The group's machines and its stack: two calls (the stack, Nova's servers)."""
+        stack = self.cloud.stack(mb.stack_name(self.deployment, nodegroup_id))
+        machines = self._machines([stack] if stack else [], {**tags, TAG_NODEGROUP: nodegroup_id})
+        if stack is None:
+            return machines, GroupReport(None, GroupState.ABSENT)
+        status = str(stack.get("stack_status") or "")
+        state = (
+            GroupState.DELETING if status.startswith("DELETE")
+            else GroupState.FAILED if status.endswith("FAILED")
+            else GroupState.IN_PROGRESS if status.endswith("IN_PROGRESS")
+            else GroupState.COMPLETE
+        )  # fmt: skip
+        reason = str(stack.get("stack_status_reason") or "") or None
+        return machines, GroupReport(str(stack["id"]), state, reason)
+
     def list_machines(self, tags: Mapping[str, str]) -> list[Machine]:
         if TAG_NODEGROUP in tags:
             one = self.cloud.stack(mb.stack_name(self.deployment, tags[TAG_NODEGROUP]))
@@ -203,6 +223,9 @@ class HeatDriver:
                 full = self.cloud.stack(s["stack_name"])
                 if full:
                     stacks.append(full)
+        return self._machines(stacks, tags)
+
+    def _machines(self, stacks: list[dict[str, Any]], tags: Mapping[str, str]) -> list[Machine]:
         views = [
             mb.StackView(
                 s["stack_name"],

@@ -121,9 +121,14 @@ class Update:
 def plan(current: Group, wanted: Iterable[dict[str, Any]]) -> Update | None:
     """The update that makes the group hold exactly `wanted` (entries, by machine id). A
     member kept keeps its entry as it is (no change reaches its server); a machine no
-    longer wanted has its index removed; a new one takes the next free index."""
+    longer wanted, or wanted with another server (zone, flavor, ...), has its index
+    removed; a new one takes the next free index."""
     want = {e["id"]: e for e in wanted}
-    kept = {i: e for i, e in current.members.items() if e.get("id") in want}
+    kept = {
+        i: e
+        for i, e in current.members.items()
+        if e.get("id") in want and _same_server(e, want[e["id"]])
+    }
     gone = tuple(i for i in current.members if i not in kept)
     have = {e["id"] for e in kept.values()}
     added = tuple(e for mid, e in want.items() if mid not in have)
@@ -137,6 +142,20 @@ def plan(current: Group, wanted: Iterable[dict[str, Any]]) -> Update | None:
     removed_all = [*current.removed, *(i for i in gone if i not in current.removed)]
     policies = [{"resource_list": removed_all}] if removed_all else []
     return Update(len(members), members, policies, added, gone)
+
+
+# What makes a member's server: a change of any (the conductor placed the node in
+# another zone after "no valid host") replaces the member under a new index. Its
+# bootstrap data is not among them: rendered anew on each pass, it is sent once.
+SERVER_FIELDS = ("name", "image", "flavor", "zone", "key_name", "networks")
+
+
+def _same_server(have: Mapping[str, Any], want: Mapping[str, Any]) -> bool:
+    """Whether `want` is the server `have` made. A member sent with no zone was placed by
+    Nova: the zone the conductor then records for its node is that one, not a move."""
+    return all(
+        have.get(f) == want.get(f) or (f == "zone" and have.get(f) is None) for f in SERVER_FIELDS
+    )
 
 
 @dataclass(frozen=True)
@@ -156,8 +175,9 @@ def machines(
 ) -> list[Machine]:
     """The contract's machines of the stacks' members whose tags include `tags`: a member
     with a server is that server; one without is BUILDING while its stack works and in
-    ERROR with the stack's reason once it failed; a server of this deployment that no
-    live stack holds is being removed (DELETING)."""
+    ERROR with the stack's reason once it failed; every member of a stack being deleted
+    is DELETING until the stack is gone (ERROR if its delete failed, so that it is asked
+    again); a server of this deployment that no stack holds is being removed (DELETING)."""
     by_id: dict[str, Mapping[str, Any]] = {}
     for s in servers:
         mid = (s.get("metadata") or {}).get(TAG_NODE)
@@ -166,13 +186,17 @@ def machines(
     out: list[Machine] = []
     held: set[str] = set()
     for st in stacks:
-        going = st.status.startswith("DELETE")
         for e in st.group.members.values():
-            if going or not _matches(e.get("metadata") or {}, tags):
+            if not _matches(e.get("metadata") or {}, tags):
                 continue
             held.add(e["id"])
             server = by_id.get(e["id"])
-            if server is not None:
+            if st.status == "DELETE_FAILED":  # asked to delete again: not gone, not going
+                fault = st.reason or f"the stack {st.name} could not be deleted"
+                out.append(_from_entry(e, MachineState.ERROR, fault))
+            elif st.status.startswith("DELETE"):  # going until the stack is gone
+                out.append(_from_entry(e, MachineState.DELETING))
+            elif server is not None:
                 out.append(_machine(server))
             elif st.status.endswith("FAILED"):
                 fault = st.reason or f"the stack {st.name} is {st.status}"

@@ -1,0 +1,102 @@
+"""shoal on real Heat (issue 25): a real `shoal serve` whose provider is of kind `heat` on
+the OpenStack test cloud (Heat beside Nova), driven by `openstack coe`, checked from
+Heat's and Nova's side: each node group is one stack whose `kube_minions` members are
+its nodes' servers, and the node group's stack_id is the stack's id; a node named by
+its server id is removed exactly (that index, that
+server, nothing else); deleting the cluster deletes its stacks and their servers.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shoal.drivers.heat import members as mb
+from tests.harness.openstack.cloud import OpenStackCloud
+from tests.support.openstack_cli import OPENSTACK, coe_env
+from tests.support.openstack_cloud import OPENSTACK_MARKS
+from tests.support.process import admin_token
+from tests.support.shoal_on_nova import ShoalOnNova, shoal_on_nova
+
+pytestmark = [
+    *OPENSTACK_MARKS,
+    pytest.mark.filterwarnings("ignore::PendingDeprecationWarning:openstack"),
+]
+
+
+def coe(s: ShoalOnNova, *args: str) -> Any:
+    """`openstack coe ...` against the deployment, as its admin (admin_token plugin)."""
+    cmd = [OPENSTACK, "--os-auth-type", "admin_token", "--os-endpoint", s.url + "/v1",
+           "--os-token", admin_token(s.env()), "coe", *args]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=coe_env())
+    assert done.returncode == 0, f"{args}: {done.stderr}"
+    return json.loads(done.stdout) if "-f" in args else done.stdout
+
+
+def stack_of(s: ShoalOnNova, group_uuid: str) -> Any:
+    """The group's stack, as its project's user sees it in Heat."""
+    conn = s.cloud.connection(s.project.creds)
+    try:
+        return conn.orchestration.find_stack(mb.stack_name(s.deployment, group_uuid))
+    finally:
+        conn.close()
+
+
+def refs_map(s: ShoalOnNova, group_uuid: str) -> dict[str, str]:
+    conn = s.cloud.connection(s.project.creds)
+    try:
+        stack = conn.orchestration.get_stack(mb.stack_name(s.deployment, group_uuid))
+        outputs = {o["output_key"]: o["output_value"] for o in stack.outputs}
+        return dict(outputs["refs_map"] or {})
+    finally:
+        conn.close()
+
+
+def test_a_cluster_through_openstack_coe_on_heat(
+    openstack_heat: OpenStackCloud, tmp_path: Path
+) -> None:
+    cloud = openstack_heat
+    with shoal_on_nova(cloud, tmp_path, driver="heat") as s:
+        coe(s, "cluster", "template", "create", "heat-k8s", "--coe", "kubernetes",
+            "--image", cloud.image_name, "--external-network", "public",
+            "--flavor", "m1.small", "--master-flavor", "m1.small")  # fmt: skip
+        coe(s, "cluster", "create", "hc", "--cluster-template", "heat-k8s",
+            "--master-count", "1", "--node-count", "3")  # fmt: skip
+        s.wait_status("hc", "CREATE_COMPLETE", timeout=300)
+        groups = {g["name"]: g for g in coe(s, "nodegroup", "list", "hc", "-f", "json")}
+        assert set(groups) == {"default-master", "default-worker"}
+        nodes = {n["uuid"]: n for n in s.nodes("hc")}
+        servers = {sv.metadata["shoal-node"]: sv for sv in s.servers()}
+        assert set(servers) == set(nodes)  # one server per node, no other
+        for uid, node in nodes.items():
+            assert servers[uid].name == node["name"] and servers[uid].status == "ACTIVE"
+        workers = s.nodes("hc", "default-worker")
+        worker_group = groups["default-worker"]["uuid"]
+        stack = stack_of(s, worker_group)
+        assert stack is not None and stack.status in ("CREATE_COMPLETE", "UPDATE_COMPLETE")
+        # The node group's stack_id is its real stack (what the autoscaler reads).
+        shown = coe(s, "nodegroup", "show", "hc", "default-worker", "-f", "json")
+        assert shown["stack_id"] == stack.id
+        before = refs_map(s, worker_group)
+        assert sorted(before.values()) == sorted(servers[n["uuid"]].id for n in workers)
+
+        victim = servers[workers[1]["uuid"]]  # by its Nova server id, as the autoscaler does
+        coe(s, "cluster", "resize", "hc", "2", "--nodegroup", "default-worker",
+            "--nodes-to-remove", victim.id)  # fmt: skip
+        s.wait(lambda: victim.id not in {sv.id for sv in s.servers()}, "the server removed")
+        s.wait_status("hc", "UPDATE_COMPLETE", timeout=300)
+        after = refs_map(s, worker_group)
+        gone = [i for i, ref in before.items() if ref == victim.id]
+        assert after == {i: ref for i, ref in before.items() if i not in gone}  # exactly it
+        left = {n["uuid"] for n in s.nodes("hc", "default-worker")}
+        assert left == {n["uuid"] for n in workers} - {workers[1]["uuid"]}
+
+        coe(s, "cluster", "delete", "hc")
+        s.wait_status("hc", "GONE", timeout=300)
+        assert s.project.wait_empty() == []
+        for g in groups.values():
+            assert stack_of(s, g["uuid"]) is None
