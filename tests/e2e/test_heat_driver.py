@@ -100,3 +100,78 @@ def test_a_cluster_through_openstack_coe_on_heat(
         assert s.project.wait_empty() == []
         for g in groups.values():
             assert stack_of(s, g["uuid"]) is None
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "heat-group.yaml"
+
+
+def test_an_operators_template_is_used(openstack_heat: OpenStackCloud, tmp_path: Path) -> None:
+    """docs/examples/heat-group.yaml (docs/drivers.md's example): the group's stack is made
+    from it, with its extra resource and output, and its members are the group's."""
+    from shoal.drivers.contract import GroupRequest, MachineSpec, MachineState
+    from shoal.drivers.heat.cloud import Cloud, load
+    from shoal.drivers.heat.driver import HeatDriver
+    from shoal.drivers.heat.settings import HeatSettings
+    from tests.support.openstack_project import shoal_project
+
+    cloud = openstack_heat
+    project = shoal_project(cloud, "heat-tpl")
+    settings = HeatSettings(
+        cloud=project.entry,
+        clouds_yaml=str(project.clouds_yaml(tmp_path / "clouds.yaml")),
+        deployment="tpl",
+        template=str(EXAMPLE),
+    )
+    assert settings.problems() == []
+    the_cloud = Cloud(load(settings))
+    driver = HeatDriver(settings, the_cloud)
+    driver.check()
+    specs = tuple(
+        MachineSpec(
+            machine_id=f"m{n}-{project.name}",
+            name=f"tpl-{n}",
+            project_id="p",
+            cluster_id="c",
+            nodegroup_id="g",
+            role="worker",
+            flavor_id=cloud.flavor_small.name,
+            image_id=cloud.image_name,
+            availability_zone="az1",
+        )  # fmt: skip
+        for n in range(2)
+    )
+    driver.apply_group(GroupRequest("g", "p", "c", specs))
+    s = ShoalOnNova(cloud, project, tmp_path, "tpl")
+    s.wait(
+        lambda: [m.state for m in driver.list_machines({})] == [MachineState.ACTIVE] * 2,
+        "both members active",
+    )
+    machines, report = driver.list_group("g", {})
+    assert {m.name for m in machines} == {"tpl-0", "tpl-1"}
+    assert report.ref is not None
+    name = mb.stack_name("tpl", "g")
+    assert the_cloud.output(name, report.ref, "site") == "rack-7"
+    refs = the_cloud.output(name, report.ref, "refs_map")
+    assert sorted(refs.values()) == sorted(m.provider_id for m in machines)
+    driver.delete_group("g")
+    s.wait(lambda: driver.list_machines({}) == [], "the stack gone")
+    the_cloud.close()
+
+
+def test_a_template_without_the_contract_is_refused_naming_what_it_lacks(
+    openstack_heat: OpenStackCloud, tmp_path: Path
+) -> None:
+    from tests.support.openstack_project import shoal_project
+    from tests.support.process import SHOAL
+
+    bad = tmp_path / "bad.yaml"
+    text = EXAMPLE.read_text().replace("  members: {type: json}\n", "")
+    bad.write_text(text.replace("  refs_map:", "  refs:"))
+    s = ShoalOnNova(openstack_heat, shoal_project(openstack_heat, "heat-bad"), tmp_path, "bad")
+    s.driver, s.settings = "heat", {"template": str(bad)}
+    done = subprocess.run([SHOAL, "serve", "--port", str(s.port)], env=s.env(),
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert done.returncode == 2 and len(errors) == 1, done.stderr
+    assert "parameter 'members'" in errors[0] and "output 'refs_map'" in errors[0], errors
+    assert "Traceback" not in done.stderr

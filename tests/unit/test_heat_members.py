@@ -138,3 +138,15 @@ def test_a_stack_being_deleted_holds_its_members_until_it_is_gone() -> None:
     failed = mb.StackView("s", "DELETE_FAILED", "Resource DELETE failed: boom", group)
     (m,) = mb.machines([failed], [], {})
     assert m.state is MachineState.ERROR and m.fault and "boom" in m.fault
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_documented_operator_template_keeps_the_contract_as_heat_reads_it() -> None:
+    """docs/drivers.md shows docs/examples/heat-group.yaml verbatim; its version stays a
+    string (YAML would make 2018-08-31 a date, which Heat refuses)."""
+    example = ROOT / "docs" / "examples" / "heat-group.yaml"
+    loaded = templates.load_operator(str(example))
+    assert loaded["heat_template_version"] == "2018-08-31"
+    assert example.read_text() in (ROOT / "docs" / "drivers.md").read_text()

@@ -29,6 +29,13 @@ REQUIRED_OUTPUTS = ("refs_map",)
 VERSION = "2018-08-31"
 
 
+class _Loader(yaml.SafeLoader):  # type: ignore[misc]
+    """YAML as Heat reads it: `heat_template_version: 2018-08-31` stays a string."""
+
+
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", _Loader.construct_yaml_str)
+
+
 class TemplateError(ValueError):
     """A template shoal cannot use; the message names what is wrong."""
 
@@ -128,7 +135,7 @@ def load_operator(path: str) -> dict[str, Any]:
     except OSError as exc:
         raise TemplateError(f"cannot read {path}: {exc.strerror or exc}") from exc
     try:
-        loaded = yaml.safe_load(text)
+        loaded = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader
     except yaml.YAMLError as exc:
         raise TemplateError(f"{path} is not YAML: {exc}") from exc
     try:
