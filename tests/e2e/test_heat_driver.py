@@ -175,3 +175,59 @@ def test_a_template_without_the_contract_is_refused_naming_what_it_lacks(
     assert done.returncode == 2 and len(errors) == 1, done.stderr
     assert "parameter 'members'" in errors[0] and "output 'refs_map'" in errors[0], errors
     assert "Traceback" not in done.stderr
+
+
+def test_sigkill_during_create_and_resize_leaves_one_stack_per_group_and_no_leak(
+    openstack_heat: OpenStackCloud, tmp_path: Path
+) -> None:
+    """`shoal serve` is killed (SIGKILL) while it creates a cluster and again while it
+    grows a group: each restart finds the groups' stacks by name; one stack per node
+    group, one server per node, none without a node."""
+    import random
+    import time
+
+    rng = random.Random(25)
+    cloud = openstack_heat
+    with shoal_on_nova(cloud, tmp_path, driver="heat") as s:
+        coe(s, "cluster", "template", "create", "crash-t", "--coe", "kubernetes",
+            "--image", cloud.image_name, "--external-network", "public",
+            "--flavor", "m1.small", "--master-flavor", "m1.small")  # fmt: skip
+
+        def killed_while(busy: str) -> int:
+            kills = 0
+            for _ in range(2):
+                time.sleep(rng.uniform(0.3, 1.5))
+                if s.status("crash") != busy:
+                    break
+                s.kill()
+                kills += 1
+                s.start()
+            return kills
+
+        def one_stack_per_group_and_no_leak() -> None:
+            conn = s.cloud.connection(s.project.creds)
+            try:
+                names = [st.name for st in conn.orchestration.stacks()]
+            finally:
+                conn.close()
+            groups = coe(s, "nodegroup", "list", "crash", "-f", "json")
+            assert sorted(names) == sorted(mb.stack_name(s.deployment, g["uuid"]) for g in groups)
+            s.wait(lambda: len(s.servers()) == len(s.nodes("crash")), "no more servers than nodes")
+            nodes = {n["uuid"] for n in s.nodes("crash")}
+            servers = [sv.metadata["shoal-node"] for sv in s.servers()]
+            assert sorted(servers) == sorted(nodes)  # one each: no duplicate, no leak
+
+        coe(s, "cluster", "create", "crash", "--cluster-template", "crash-t",
+            "--master-count", "1", "--node-count", "4")  # fmt: skip
+        kills = killed_while("CREATE_IN_PROGRESS")
+        s.wait_status("crash", "CREATE_COMPLETE", timeout=300)
+        one_stack_per_group_and_no_leak()
+        coe(s, "cluster", "resize", "crash", "7", "--nodegroup", "default-worker")
+        kills += killed_while("UPDATE_IN_PROGRESS")
+        assert kills >= 1
+        s.wait_status("crash", "UPDATE_COMPLETE", timeout=300)
+        s.wait(lambda: len(s.nodes("crash", "default-worker")) == 7, "7 workers")
+        one_stack_per_group_and_no_leak()
+        coe(s, "cluster", "delete", "crash")
+        s.wait_status("crash", "GONE", timeout=300)
+        assert s.project.wait_empty() == []
