@@ -5,6 +5,8 @@ shoal on real Nova beside a plain openstacksdk loop.
 ./run bench --quick         small sizes, seconds (the test suite runs this)
 ./run bench --only overhead,resize
 ./run bench libvirt         10 real tiny VMs through shoal against plain libvirt-python (root)
+./run bench heat            (only when named) 3 groups x 20 on real Heat and Nova: Magnum's one
+                            stack, shoal's heat provider, shoal's openstack provider
 ./run bench openstack       one scenario by name (the same as --only openstack)
 ./run bench fleet           (only when named) 1,000 clusters, 100,000 nodes on PostgreSQL,
                             2 APIs + 4/2/1 conductors
@@ -20,12 +22,16 @@ from collections.abc import Callable
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks import dashboard, fleet, libvirt, openstack, scenarios, speedup
+from benchmarks import dashboard, fleet, heat, libvirt, openstack, scenarios, speedup
 from benchmarks.scenarios import Row
 
 # Scenarios that run only when named: they need root, libvirtd and QEMU. The full-size
 # fleet (issue 27) too: hours on 2 cores; `--quick` runs a small one.
-NAMED_ONLY = {"libvirt": lambda: libvirt.libvirt_vms(n=10, parallel=4)}
+NAMED_ONLY = {
+    "libvirt": lambda: libvirt.libvirt_vms(n=10, parallel=4),
+    # Heat at upstream's pacing, three ways side by side: several minutes (issue 25).
+    "heat": heat.heat_side_by_side,
+}
 
 
 def plan(quick: bool, fleet_plan: fleet.Plan) -> dict[str, Callable[[], list[Row]]]:
