@@ -76,8 +76,7 @@ class HeatDriver:
         )
 
     def check(self) -> Capabilities:
-        if self.cloud.stacks([self._dep_tag()]) is None:  # pragma: no cover - never None
-            raise TransientError("Heat did not answer")
+        self.cloud.stacks([self._dep_tag()])  # Heat answers, and takes our credentials
         self._load_catalog()
         return self.capabilities()
 
