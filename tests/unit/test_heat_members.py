@@ -150,3 +150,14 @@ def test_the_documented_operator_template_keeps_the_contract_as_heat_reads_it() 
     loaded = templates.load_operator(str(example))
     assert loaded["heat_template_version"] == "2018-08-31"
     assert example.read_text() in (ROOT / "docs" / "drivers.md").read_text()
+
+
+def test_the_members_template_has_one_server_per_member_named_by_its_index() -> None:
+    first = mb.plan(mb.Group.of(None), [mb.entry(spec(n), "dep", ()) for n in range(3)])
+    assert first is not None
+    body = yaml.safe_load(templates.members_file(first.members))
+    assert sorted(body["resources"]) == ["0", "1", "2"]
+    server = body["resources"]["1"]["properties"]
+    assert server["name"] == first.members["1"]["name"]
+    assert server["availability_zone"] == "az1" and server["metadata"]["shoal-node"] == "m1"
+    assert body["outputs"]["refs_map"]["value"] == {i: {"get_resource": i} for i in "012"}

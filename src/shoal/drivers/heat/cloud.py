@@ -101,9 +101,12 @@ class Cloud:
     def create_stack(self, body: dict[str, Any]) -> None:
         self.call("orchestration", "POST", "/stacks", ok=(201,), json=body)
 
-    def patch_stack(self, name: str, stack_id: str, parameters: dict[str, Any]) -> None:
-        """An update that keeps the stack's template, environment and files (`existing`)."""
-        body = {"parameters": parameters}
+    def patch_stack(
+        self, name: str, stack_id: str, parameters: dict[str, Any], files: dict[str, str]
+    ) -> None:
+        """An update that keeps the stack's template and environment (`existing`), with
+        new parameters and files (merged into the stack's own)."""
+        body = {"parameters": parameters, "files": files}
         path = f"/stacks/{name}/{stack_id}"
         if self.call("orchestration", "PATCH", path, ok=(202,), json=body) is None:
             raise TransientError(f"the stack {name} went away during its update; retrying")

@@ -126,7 +126,7 @@ class HeatDriver:
         if stack is None:
             self.cloud.create_stack(self._create_body(name, request, update))
         else:
-            self.cloud.patch_stack(name, stack["id"], update.parameters())
+            self.cloud.patch_stack(name, stack["id"], update.parameters(), _files(update))
 
     def _create_body(self, name: str, request: GroupRequest, update: mb.Update) -> dict[str, Any]:
         tags = [
@@ -137,8 +137,8 @@ class HeatDriver:
         return {
             "stack_name": name,
             "template": self.group_template,
-            "files": {templates.MEMBER_FILE: templates.member_file()},
-            "environment": {"resource_registry": {templates.MEMBER_TYPE: templates.MEMBER_FILE}},
+            "files": _files(update),
+            "environment": {"resource_registry": {templates.MEMBERS_TYPE: templates.MEMBERS_FILE}},
             "parameters": update.parameters(),
             "tags": ",".join(tags),
             "disable_rollback": True,
@@ -192,7 +192,7 @@ class HeatDriver:
             keep = [e for e in current.members.values() if e.get("id") != machine_id]
             update = mb.plan(current, keep)
             if update is not None:
-                self.cloud.patch_stack(name, stack["id"], update.parameters())
+                self.cloud.patch_stack(name, stack["id"], update.parameters(), _files(update))
 
     def list_group(
         self, nodegroup_id: str, tags: Mapping[str, str]
@@ -289,6 +289,11 @@ class HeatDriver:
                     f"Quota exceeded for {what}: {more} more asked, {used} of {limit} used",
                     BlockedKind.QUOTA,
                 )
+
+
+def _files(update: mb.Update) -> dict[str, str]:
+    """The stack's files after `update`: its members' template, written anew."""
+    return {templates.MEMBERS_FILE: templates.members_file(update.members)}
 
 
 def _spec_of(e: Mapping[str, Any], like: MachineSpec) -> MachineSpec:

@@ -1,28 +1,32 @@
 """The node group stack's templates: the built-in one, and the operator's checked against
 the contract every group template keeps.
 
-A group stack is a `kube_minions` ResourceGroup (Magnum's name, which the Kubernetes
-cluster-autoscaler and magnum-auto-healer look for) of `Shoal::Member`, the member
-template below: one OS::Nova::Server whose every property comes from its own entry
-of the stack's `members` parameter (a map of member index to entry), so that each
-member has its own name, zone and bootstrap data. The stack's `refs_map` output maps
-member index to Nova server id.
+A group stack holds `kube_minions` (Magnum's name, which the Kubernetes
+cluster-autoscaler and magnum-auto-healer look for): a nested stack of type
+`Shoal::Members` whose template shoal writes with each update, one OS::Nova::Server
+per member named by its index (as a ResourceGroup names its members), each with its
+own name, zone and bootstrap data, and the output `refs_map` (member index to Nova
+server id). Not a ResourceGroup of nested member stacks: Heat updates every nested
+stack whenever its parent changes, so growth would touch every member
+(docs/benchmarks.md has the figures).
 
-The contract of a group template (built-in or the operator's):
-parameters `count` (number), `members` (json), `removal_policies` (json, the members
-to remove, by index); output `refs_map`. It may use `Shoal::Member`, which shoal
-always passes beside it. Pure: no I/O but reading the operator's file.
+The contract of a group template (built-in or the operator's): parameters `count`
+(number), `members` (json: member index -> entry, shoal's record of who is which
+index) and `removal_policies` (json: every index removed, never given out again);
+output `refs_map`. It uses `Shoal::Members`, which shoal always passes beside it.
+Pure: no I/O but reading the operator's file.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-MEMBER_TYPE = "Shoal::Member"
-MEMBER_FILE = "shoal-member.yaml"
+MEMBERS_TYPE = "Shoal::Members"
+MEMBERS_FILE = "shoal-members.yaml"
 GROUP_RESOURCE = "kube_minions"
 REQUIRED_PARAMETERS = ("count", "members", "removal_policies")
 REQUIRED_OUTPUTS = ("refs_map",)
@@ -40,72 +44,54 @@ class TemplateError(ValueError):
     """A template shoal cannot use; the message names what is wrong."""
 
 
-def _field(name: str) -> dict[str, Any]:
-    return {"get_param": ["members", {"get_param": "index"}, name]}
-
-
-MEMBER: dict[str, Any] = {
-    "heat_template_version": VERSION,
-    "description": "one member of a shoal node group (its entry of the group's members)",
-    "parameters": {
-        "index": {"type": "string"},
-        "members": {"type": "json"},
-    },
-    "resources": {
-        "server": {
-            "type": "OS::Nova::Server",
-            "properties": {
-                "name": _field("name"),
-                "image": _field("image"),
-                "flavor": _field("flavor"),
-                "availability_zone": _field("zone"),
-                "key_name": _field("key_name"),
-                "metadata": _field("metadata"),
-                "tags": _field("tags"),
-                "networks": _field("networks"),
-                "user_data_format": "RAW",
-                "user_data": _field("user_data"),
-            },
+def members_file(members: Mapping[str, Mapping[str, Any]]) -> str:
+    """`Shoal::Members`: the group's servers, one `OS::Nova::Server` per member named by its
+    index, each with its own entry's values, and the outputs `refs_map` (index -> server
+    id) and `addresses`. shoal writes it anew with each update; Heat leaves a server whose
+    definition did not change alone, makes the new ones and deletes the dropped ones."""
+    resources: dict[str, Any] = {}
+    for index, e in sorted(members.items(), key=lambda kv: int(kv[0])):
+        props: dict[str, Any] = {
+            "name": e["name"],
+            "image": e["image"],
+            "flavor": e["flavor"],
+            "metadata": dict(e.get("metadata") or {}),
+            "tags": list(e.get("tags") or []),
+            "networks": list(e.get("networks") or []),
+            "user_data_format": "RAW",
+            "user_data": e.get("user_data") or "",
         }
-    },
-    "outputs": {
-        # A member's reference (refs_map's values) is its server's id.
-        "OS::stack_id": {"value": {"get_resource": "server"}},
-        "address": {"value": {"get_attr": ["server", "first_address"]}},
-        "name": {"value": {"get_attr": ["server", "name"]}},
-    },
-}
+        if e.get("zone"):
+            props["availability_zone"] = e["zone"]
+        if e.get("key_name"):
+            props["key_name"] = e["key_name"]
+        resources[index] = {"type": "OS::Nova::Server", "properties": props}
+    body = {
+        "heat_template_version": VERSION,
+        "description": "the servers of a shoal node group, one per member (by index)",
+        "resources": resources,
+        "outputs": {
+            "refs_map": {"value": {i: {"get_resource": i} for i in resources}},
+            "addresses": {"value": {i: {"get_attr": [i, "first_address"]} for i in resources}},
+        },
+    }
+    return str(yaml.safe_dump(body, sort_keys=False))
+
 
 GROUP: dict[str, Any] = {
     "heat_template_version": VERSION,
-    "description": "a shoal node group: one ResourceGroup of servers, removal by index",
+    "description": "a shoal node group: its servers in one nested stack, kube_minions",
     "parameters": {
         "count": {"type": "number", "description": "how many members"},
         "members": {"type": "json", "description": "member index -> its entry"},
         "removal_policies": {"type": "json", "default": [], "description": "indices removed"},
     },
-    "resources": {
-        GROUP_RESOURCE: {
-            "type": "OS::Heat::ResourceGroup",
-            "properties": {
-                "count": {"get_param": "count"},
-                "removal_policies": {"get_param": "removal_policies"},
-                "resource_def": {
-                    "type": MEMBER_TYPE,
-                    "properties": {"index": "%index%", "members": {"get_param": "members"}},
-                },
-            },
-        }
-    },
+    "resources": {GROUP_RESOURCE: {"type": MEMBERS_TYPE}},
     "outputs": {
         "refs_map": {"value": {"get_attr": [GROUP_RESOURCE, "refs_map"]}},
-        "addresses": {"value": {"get_attr": [GROUP_RESOURCE, "address"]}},
+        "addresses": {"value": {"get_attr": [GROUP_RESOURCE, "addresses"]}},
     },
 }
-
-
-def member_file() -> str:
-    return str(yaml.safe_dump(MEMBER, sort_keys=False))
 
 
 def check(template: Any) -> dict[str, Any]:
