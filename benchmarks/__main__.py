@@ -8,6 +8,8 @@ shoal on real Nova beside a plain openstacksdk loop.
 ./run bench kubernetes      a real Kubernetes cluster (1 master + 1 worker, then + 3) to every
                             node Ready, through shoal against a plain script (root)
 ./run bench --quick kubernetes   1 master + 1 worker, one run a side
+./run bench heat            (only when named) 3 groups x 20 on real Heat and Nova: Magnum's one
+                            stack, shoal's heat provider, shoal's openstack provider
 ./run bench openstack       one scenario by name (the same as --only openstack)
 ./run bench fleet           (only when named) 1,000 clusters, 100,000 nodes on PostgreSQL,
                             2 APIs + 4/2/1 conductors
@@ -23,7 +25,7 @@ from collections.abc import Callable
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks import dashboard, fleet, kubernetes, libvirt, openstack, scenarios, speedup
+from benchmarks import dashboard, fleet, heat, kubernetes, libvirt, openstack, scenarios, speedup
 from benchmarks.scenarios import Row
 
 
@@ -33,6 +35,8 @@ def named_only(quick: bool) -> dict[str, Callable[[], list[Row]]]:
     runs a small one."""
     return {
         "libvirt": lambda: libvirt.libvirt_vms(n=10, parallel=4),
+        # Heat at upstream's pacing, three ways side by side: several minutes (issue 25).
+        "heat": heat.heat_side_by_side,
         "kubernetes": (
             (lambda: kubernetes.kubernetes_ready((1,), quick=True))
             if quick

@@ -23,9 +23,10 @@ from shoal.drivers.harness import ContractHarness, DriverHarness, Unavailable
 from shoal.drivers.sim.testing import sim_harness
 from tests.support.databases import throwaway_pg
 from tests.support.libvirt_host import skip_or_fail
-from tests.support.openstack_cloud import OPENSTACK_MARKS, openstack_cloud
+from tests.support.openstack_cloud import OPENSTACK_MARKS, openstack_cloud, openstack_heat
 
-__all__ = ["openstack_cloud"]  # the session's OpenStack test cloud, for the openstack factory
+# the session's OpenStack test cloud (with Heat), for the openstack and heat factories
+__all__ = ["openstack_cloud", "openstack_heat"]
 
 
 def sim_postgresql_factory(tmp_path: Path) -> DriverHarness:
@@ -51,6 +52,13 @@ def openstack_factory(tmp_path: Path, request: pytest.FixtureRequest) -> DriverH
     return factory(tmp_path, request.getfixturevalue("openstack_cloud"))
 
 
+def heat_factory(tmp_path: Path, request: pytest.FixtureRequest) -> DriverHarness:
+    """The heat driver on the real test cloud with Heat (tests/contract/heat_harness.py)."""
+    from tests.contract.heat_harness import heat_factory as factory
+
+    return factory(tmp_path, request.getfixturevalue("openstack_heat"))
+
+
 Factory = Callable[[Path, pytest.FixtureRequest], DriverHarness]
 
 
@@ -69,11 +77,13 @@ FACTORIES: dict[str, Factory] = {
     **{n: (lambda tmp_path, _, h=h: h.make(tmp_path)) for n, h in SHIPPED.items()},
     "sim-postgresql": lambda tmp_path, _: sim_postgresql_factory(tmp_path),
     "openstack": openstack_factory,
+    "heat": heat_factory,
 }
 MARKS = {
     **{n: [getattr(pytest.mark, m) for m in h.marks] for n, h in SHIPPED.items()},
     "sim-postgresql": [pytest.mark.postgres],
     "openstack": OPENSTACK_MARKS,
+    "heat": OPENSTACK_MARKS,
 }
 
 

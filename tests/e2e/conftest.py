@@ -3,6 +3,6 @@ cloud (tests/support/)."""
 
 from tests.support.kubernetes import kubernetes_bin
 from tests.support.libvirt_host import libvirt_conn, libvirt_host
-from tests.support.openstack_cloud import openstack_cloud
+from tests.support.openstack_cloud import openstack_cloud, openstack_heat
 
-__all__ = ["kubernetes_bin", "libvirt_conn", "libvirt_host", "openstack_cloud"]
+__all__ = ["kubernetes_bin", "libvirt_conn", "libvirt_host", "openstack_cloud", "openstack_heat"]

@@ -11,7 +11,8 @@ starts:
 
 When the cloud cannot start (its venv cannot be built without a network, a
 service dies, ...) the tests skip with the reason; under CI=true they fail
-instead. SHOAL_TEST_OPENSTACK_KEEP=1 keeps the cloud's work dir (configs, logs,
+instead. A test that needs Heat asks for `openstack_heat` (the same cloud, with
+Heat started on first use). SHOAL_TEST_OPENSTACK_KEEP=1 keeps the cloud's work dir (configs, logs,
 databases) after the session for a post-mortem.
 """
 
@@ -62,3 +63,19 @@ def openstack_cloud(request: pytest.FixtureRequest) -> Iterator[OpenStackCloud]:
         cloud.stop()
         if cloud.keep:
             print(f"\n[openstack test cloud] kept {cloud.work_dir}", file=sys.stderr)
+
+
+@pytest.fixture(scope="session")
+def openstack_heat(openstack_cloud: OpenStackCloud) -> OpenStackCloud:
+    """The session's cloud with Heat running and in its catalog (started on first use)."""
+    from tests.harness.openstack.cloud import CloudStartError
+
+    try:
+        openstack_cloud.start_heat()
+    except CloudStartError as exc:
+        cloud_unavailable(f"Heat did not start: {exc}")
+    print(
+        f"\n[openstack test cloud] heat up in {openstack_cloud.timings['heat']:.1f}s",
+        file=sys.stderr,
+    )
+    return openstack_cloud

@@ -49,6 +49,7 @@ class ShoalOnNova:
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
     starts: int = 0
+    driver: str = "openstack"  # or "heat": each node group one Heat stack
 
     @property
     def url(self) -> str:
@@ -62,15 +63,16 @@ class ShoalOnNova:
 
     def config(self) -> Path:
         clouds = self.project.clouds_yaml(self.work / "clouds.yaml")
+        own = {"server_group_grace_seconds": 1} if self.driver == "openstack" else {}
         settings = {
             "cloud": self.project.entry,
             "clouds_yaml": str(clouds),
             "deployment": self.deployment,
-            "server_group_grace_seconds": 1,
+            **own,
             **self.settings,
         }
         path = self.work / "shoal.yaml"
-        provider = {"name": "nova", "driver": "openstack", "settings": settings}
+        provider = {"name": "nova", "driver": self.driver, "settings": settings}
         path.write_text(yaml.safe_dump({"providers": [provider]}))
         return path
 
@@ -150,11 +152,14 @@ class ShoalOnNova:
 
 
 @contextlib.contextmanager
-def shoal_on_nova(cloud: OpenStackCloud, work: Path, **settings: Any) -> Iterator[ShoalOnNova]:
-    """A started shoal serve on a new project of `cloud`; stopped at the end."""
+def shoal_on_nova(
+    cloud: OpenStackCloud, work: Path, driver: str = "openstack", **settings: Any
+) -> Iterator[ShoalOnNova]:
+    """A started shoal serve on a new project of `cloud` (its provider of kind `driver`:
+    openstack, or heat on a cloud whose Heat runs); stopped at the end."""
     work.mkdir(parents=True, exist_ok=True)
     project = shoal_project(cloud, "e2e")
-    s = ShoalOnNova(cloud, project, work, f"e2e-{uuid.uuid4().hex[:8]}", settings)
+    s = ShoalOnNova(cloud, project, work, f"e2e-{uuid.uuid4().hex[:8]}", settings, driver=driver)
     s.start()
     try:
         yield s

@@ -206,7 +206,7 @@ def nodegroup(request: Request, view: GroupView, *, detail: bool = True) -> dict
         "is_default": g.is_default,
         "status": g.status,
         "provider": s.provider,
-        "stack_id": g.uuid,
+        "stack_id": g.provider_ref or g.uuid,
         "links": links(request, f"clusters/{g.cluster_id}/nodegroups/{g.uuid}"),
     }
     if not detail:

@@ -196,6 +196,7 @@ def nodegroup_from_row(row: t.NodeGroupRow | CoreRow) -> m.NodeGroup:
         version=row.version,
         created_at=row.created_at,
         updated_at=row.updated_at,
+        provider_ref=getattr(row, "provider_ref", None),
     )
 
 

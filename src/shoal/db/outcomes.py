@@ -36,6 +36,7 @@ from shoal.domain import conditions as cond
 
 _CL, _NG, _NODE, _EV = (table_of(r) for r in (ClusterRow, NodeGroupRow, NodeRow, EventRow))
 _UPDATE_CLUSTER = update(_CL).where(_CL.c.uuid == bindparam("b_uuid"))
+_UPDATE_REF = update(_NG).where(_NG.c.uuid == bindparam("b_uuid"))
 _UPDATE_NODE = update(_NODE).where(_NODE.c.id == bindparam("b_id"))
 _INSERT_NODES = insert(_NODE).returning(_NODE.c.uuid, _NODE.c.id)
 _INSERT_EVENTS = insert(_EV)
@@ -77,7 +78,10 @@ def apply_groups(
                 orphans.bury(s, orphans.KIND_NODEGROUP, {g.uuid: g.cluster_id}, now)
                 s.execute(delete(NodeRow).where(NodeRow.nodegroup_uuid == g.uuid))
                 s.execute(delete(NodeGroupRow).where(NodeGroupRow.uuid == g.uuid))
-            elif w.status is not None:
+                continue
+            if w.provider_ref is not None:
+                s.execute(_UPDATE_REF, {"b_uuid": g.uuid, "provider_ref": w.provider_ref})
+            if w.status is not None:
                 variant = (w.status.observed, w.status.memory is not None)
                 statuses.setdefault(variant, []).append(_status_params(g.uuid, w.status, now))
         for (observed, memory), params in statuses.items():

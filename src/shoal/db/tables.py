@@ -137,6 +137,9 @@ class NodeGroupRow(Timestamps, Base):
     provider: Mapped[str | None] = mapped_column(String(64), index=True)
     # What the conductor remembers between passes (domain.health.GroupMemory).
     memory: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    # The provider's id of the whole group, from a per-group driver (a Heat stack's id):
+    # the node group's stack_id in the API. None: no such thing (the node group's uuid).
+    provider_ref: Mapped[str | None] = mapped_column(String(255))
 
 
 class NodeRow(Base):

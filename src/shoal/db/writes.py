@@ -52,6 +52,7 @@ class GroupWrite:
     task_updates: list[dict[str, Any]] = field(default_factory=list)  # each has "uuid"
     operation: dict[str, Any] | None = None  # the running operation's changes ("uuid")
     operation_insert: dict[str, Any] | None = None  # an operation the conductor starts
+    provider_ref: str | None = None  # the group's new id in its provider (a Heat stack's)
 
     def empty(self) -> bool:
         return not (
@@ -63,6 +64,7 @@ class GroupWrite:
             and not self.task_updates
             and self.operation is None
             and self.operation_insert is None
+            and self.provider_ref is None
         )
 
 

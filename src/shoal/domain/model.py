@@ -196,6 +196,7 @@ class NodeGroup:
     version: str | None = None
     created_at: datetime | None = None
     updated_at: datetime | None = None
+    provider_ref: str | None = None  # the provider's id of the group (a Heat stack's)
 
 
 @dataclass(frozen=True)

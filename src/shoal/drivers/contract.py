@@ -246,6 +246,27 @@ class GroupRequest:
     members: tuple[MachineSpec, ...]
 
 
+class GroupState(enum.StrEnum):
+    """How a per-group driver's group itself stands (a Heat stack's status)."""
+
+    ABSENT = "absent"  # not made yet, or gone
+    IN_PROGRESS = "in_progress"  # being made or changed
+    COMPLETE = "complete"
+    FAILED = "failed"  # its last change failed: `GroupReport.reason` says why
+    DELETING = "deleting"
+
+
+@dataclass(frozen=True)
+class GroupReport:
+    """What a per-group driver says of a group beside its members: the provider's id of
+    it (`ref`: a Heat stack's id, what Magnum's API calls the node group's stack_id), its
+    state, and why it failed, in the provider's words."""
+
+    ref: str | None
+    state: GroupState
+    reason: str | None = None
+
+
 @dataclass(frozen=True)
 class Delegation:
     """What a cluster's machines are made with instead of the provider's own identity:
@@ -341,6 +362,22 @@ class GroupDriver(Driver, Protocol):
     def delete_group(self, nodegroup_id: str) -> None:
         """Delete the provider's group and every machine in it. Idempotent: an unknown
         group is done. Raises TransientError only."""
+        ...
+
+
+@runtime_checkable
+class GroupReportingDriver(GroupDriver, Protocol):
+    """A per-group driver that also reports each group itself (one Heat stack per node
+    group): the conductor lists such a group with `list_group` instead of
+    `list_machines`, records the group's `ref` (the node group's stack_id) and says the
+    group's failure in the node group's status."""
+
+    def list_group(
+        self, nodegroup_id: str, tags: Mapping[str, str]
+    ) -> tuple[list[Machine], GroupReport]:
+        """The group's machines whose tags include all of `tags` (as `list_machines`)
+        and the group's report, in as few provider calls as `list_machines` makes.
+        Raises TransientError."""
         ...
 
 

@@ -22,6 +22,7 @@ KINDS: Mapping[str, str] = {
     "openstack": "shoal.drivers.openstack:DRIVER",
     "libvirt": "shoal.drivers.libvirt:DRIVER",
     "local": "shoal.drivers.local:DRIVER",
+    "heat": "shoal.drivers.heat:DRIVER",
 }
 
 

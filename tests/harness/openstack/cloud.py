@@ -1,4 +1,5 @@
-"""A real, small OpenStack cloud on 127.0.0.1 for tests: Keystone, Glance, Placement, Nova.
+"""A real, small OpenStack cloud on 127.0.0.1 for tests: Keystone, Glance, Placement, Nova,
+and Heat when a test asks for it.
 
     with OpenStackCloud() as cloud:
         conn = cloud.connection("demo")
@@ -24,6 +25,12 @@ with the venv's database template and shared by its clouds, see databases.py):
 * Compute quotas of projects `admin` and `demo` lifted (instances, cores, RAM
   unlimited); use `set_compute_quota` to set limits.
 
+* Heat (engine and API in one process, heat_allinone.py) only once a test calls
+  `start_heat()`: then in the catalog as `orchestration`/`heat`
+  (`<heat_url>/v1/%(project_id)s`). Its templates must not use `OS::Neutron::*`
+  or `networks: [{network: ...}]` (Neutron is a stub): use
+  `networks: [{allocate_network: auto}]`; a server's `first_address` works.
+
 Every process it starts is stopped by PID in `stop()` (also at interpreter
 exit), and its work dir is removed unless `keep=True`.
 """
@@ -31,6 +38,7 @@ exit), and its work dir is removed unless `keep=True`.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import secrets
 import shutil
 import socket
@@ -121,6 +129,7 @@ class OpenStackCloud:
         for host, zone in COMPUTE_HOSTS.items():
             self.zones.setdefault(zone, []).append(host)
         self.project_ids: dict[str, str] = {}
+        self._heat_lock = threading.Lock()
 
     # ------------------------------------------------------------------ public
     @property
@@ -135,14 +144,59 @@ class OpenStackCloud:
 
     @property
     def endpoints(self) -> dict[str, str]:
-        """Catalog URL per service type."""
+        """Catalog URL per service type (`orchestration` once Heat runs: its root URL)."""
         lay = self.layout
-        return {
+        found = {
             "identity": lay.keystone_url,
             "image": lay.glance_url,
             "placement": lay.placement_url,
             "compute": lay.nova_url,
         }
+        if lay.ports.heat:
+            found["orchestration"] = lay.heat_url
+        return found
+
+    @property
+    def heat_running(self) -> bool:
+        with self._services_lock:
+            return "heat" in self._services
+
+    def start_heat(self, *, trigger_delay: float = 0.02, timeout: float = 180.0) -> str:
+        """Start Heat on the running cloud (once; later calls return at once) and add it to
+        the catalog as `orchestration`/`heat`; return its root URL.
+
+        `trigger_delay` replaces Heat's 1 s pause between the leaves of a traversal
+        (upstream's value is 1.0: keep it where Heat is measured). Raises
+        CloudStartError when Heat does not come up."""
+        with self._heat_lock:
+            if self.heat_running:
+                return self.layout.heat_url
+            assert self.venv is not None
+            deadline = time.monotonic() + timeout
+            sock = _bound_socket()
+            self._sockets["heat"] = sock
+            lay = self.layout
+            ports = dataclasses.replace(lay.ports, heat=sock.getsockname()[1])
+            self._layout = lay = dataclasses.replace(lay, ports=ports)
+            databases.install_heat(databases.ensure_template(self.venv, note), lay)
+            conf = configs.heat(lay)
+            d = lay.dir("heat")
+            argv = [self._bin("python"), str(HERE / "heat_allinone.py"), "--config-file", str(conf)]
+            argv += ["--bind-fd", str(sock.fileno()), "--trigger-delay", str(trigger_delay)]
+            svc = Service(
+                "heat",
+                argv,
+                cwd=d,
+                env=processes.service_env(self.venv),
+                logs=[d / "stdout.log", d / "heat.log"],
+                pass_fds=[sock.fileno()],
+            )
+            t0 = time.monotonic()
+            self._add(svc)
+            self._wait_http("heat", lay.heat_url + "/", svc, deadline)
+            self.register_service("heat", "orchestration", lay.heat_url + "/v1/%(project_id)s")
+            self.timings["heat"] = time.monotonic() - t0
+            return lay.heat_url
 
     @property
     def clouds(self) -> dict[str, Credentials]:

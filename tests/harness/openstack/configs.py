@@ -20,6 +20,7 @@ class Ports:
     glance: int
     placement: int
     nova: int
+    heat: int = 0  # 0 until a test asks for Heat (OpenStackCloud.start_heat)
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,11 @@ class Layout:
     @property
     def nova_url(self) -> str:
         return f"http://127.0.0.1:{self.ports.nova}/v2.1"
+
+    @property
+    def heat_url(self) -> str:
+        """Heat's API root; its catalog endpoint adds `/v1/%(project_id)s`."""
+        return f"http://127.0.0.1:{self.ports.heat}"
 
     def dir(self, service: str) -> Path:
         return self.work / service
@@ -189,5 +195,51 @@ region_name = {REGION}
 max_concurrent_builds = 10
 """
         + _authtoken(layout, "nova")
+    )
+    return path
+
+
+# Heat encrypts the credentials it keeps with this (32 bytes); a test cloud's own.
+HEAT_AUTH_KEY = "shoal-test-cloud-heat-key-32byte"
+
+
+def heat(layout: Layout) -> Path:
+    """Heat's config: engine and API in one process (heat_allinone.py), fake:// RPC.
+
+    `action_retry_limit = 0`: upstream's 5 makes Heat delete and re-create a server
+    that went to ERROR five times with back-off before the stack fails (89 s for a
+    2-server no-valid-host stack); a test wants the failure at once."""
+    d = layout.dir("heat")
+    d.mkdir(parents=True, exist_ok=True)
+    root = layout.keystone_url.removesuffix("/v3")
+    path = d / "heat.conf"
+    path.write_text(
+        f"""[DEFAULT]
+log_file = {d}/heat.log
+transport_url = fake://
+num_engine_workers = 1
+auth_encryption_key = {HEAT_AUTH_KEY}
+heat_metadata_server_url = {layout.heat_url}/
+heat_waitcondition_server_url = {layout.heat_url}/v1/waitcondition
+max_resources_per_stack = -1
+region_name_for_services = {REGION}
+action_retry_limit = 0
+[database]
+connection = sqlite:///{d}/heat.db
+sqlite_synchronous = false
+[paste_deploy]
+api_paste_config = {layout.venv}/etc/heat/api-paste.ini
+[oslo_messaging_notifications]
+driver = noop
+[trustee]
+auth_type = password
+auth_url = {layout.keystone_url}
+username = heat
+password = {layout.passwords.get("heat", "")}
+user_domain_name = Default
+[clients_keystone]
+auth_uri = {root}
+"""
+        + _authtoken(layout, "heat")
     )
     return path

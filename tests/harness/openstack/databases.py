@@ -1,6 +1,6 @@
 """The services' SQLite databases: made once per venv, then copied into each cloud.
 
-Syncing the schemas takes eight `*-manage` runs (Nova's four alone import Nova
+Syncing the schemas takes nine `*-manage` runs (Nova's four alone import Nova
 four times): 12-30 s of a 2-core machine. Their result does not depend on the
 cloud, except for two things, fixed after the copy:
 
@@ -30,7 +30,7 @@ from pathlib import Path
 from tests.harness.openstack import configs, processes
 from tests.harness.openstack.processes import CloudStartError
 
-TEMPLATE_VERSION = 1
+TEMPLATE_VERSION = 2  # 2: Heat's database
 STEP_TIMEOUT = 180.0  # one *-manage run, on a loaded 2-core machine
 # Where the template's services pretended to listen: only ever rewritten, never contacted.
 TEMPLATE_PORTS = configs.Ports(keystone=1, glance=2, placement=3, nova=4)
@@ -39,6 +39,7 @@ FILES = {
     "glance": ("glance.db",),
     "placement": ("placement.db",),
     "nova": ("nova_api.db", "nova_cell0.db", "nova_cell1.db"),
+    "heat": ("heat.db",),  # copied only into a cloud that starts Heat
 }
 ADMIN_PASSWORD_FILE = "admin-password"
 
@@ -57,7 +58,7 @@ def ensure_template(venv: Path, note: Callable[[str], None]) -> Path:
     scratch = Path(tempfile.mkdtemp(prefix="shoal-openstack-dbsync-"))
     try:
         password = secrets.token_urlsafe(16)
-        unused = dict.fromkeys(("glance", "placement", "nova"), "")  # no service runs here
+        unused = dict.fromkeys(("glance", "placement", "nova", "heat"), "")  # no service runs here
         _sync(configs.Layout(scratch, venv, TEMPLATE_PORTS, {"admin": password, **unused}))
         staged = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=venv))
         for service, names in FILES.items():
@@ -84,6 +85,8 @@ def install(template: Path, layout: configs.Layout) -> str:
     Returns Keystone's admin password."""
     old_dir = Path((template / "scratch-dir").read_text())
     for service, names in FILES.items():
+        if service == "heat":
+            continue  # install_heat(), when a test asks for Heat
         layout.dir(service).mkdir(parents=True, exist_ok=True)
         for name in names:
             shutil.copyfile(template / service / name, layout.dir(service) / name)
@@ -101,6 +104,64 @@ def install(template: Path, layout: configs.Layout) -> str:
         expected=2,  # cell0, cell1
     )
     return (template / ADMIN_PASSWORD_FILE).read_text()
+
+
+def install_heat(template: Path, layout: configs.Layout) -> None:
+    """Copy the template's Heat database into a cloud's work dir (it holds no URL)."""
+    layout.dir("heat").mkdir(parents=True, exist_ok=True)
+    for name in FILES["heat"]:
+        shutil.copyfile(template / "heat" / name, layout.dir("heat") / name)
+
+
+def _autoincrement(db: Path) -> None:
+    """Give every table of Heat's SQLite database whose key is an integer `id`
+    AUTOINCREMENT, so that SQLite never hands a freed id out again.
+
+    Heat deletes rows (resource properties data) by id and may later write or delete
+    through a stale id; SQLite, unlike MySQL or PostgreSQL, reuses a freed highest
+    rowid, so the stale id hits another resource's row: the stack then stays
+    *_IN_PROGRESS with null outputs."""
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        conn.execute("PRAGMA foreign_keys=OFF")
+        with conn:
+            tables = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'"
+                )
+            ]
+            for table in tables:
+                info = list(conn.execute(f"PRAGMA table_info({table})"))
+                keys = [r for r in info if r[5]]
+                if len(keys) != 1 or keys[0][1] != "id" or keys[0][2].upper() != "INTEGER":
+                    continue
+                (sql,) = conn.execute(
+                    "SELECT sql FROM sqlite_master WHERE type='table' AND name=?", (table,)
+                ).fetchone()
+                if "AUTOINCREMENT" in sql:
+                    continue
+                new = sql.replace(f"CREATE TABLE {table}", f"CREATE TABLE {table}__new", 1)
+                new = new.replace(
+                    "\tid INTEGER NOT NULL,", "\tid INTEGER NOT NULL PRIMARY KEY AUTOINCREMENT,", 1
+                )
+                new = new.replace(", \n\tPRIMARY KEY (id)", "").replace(",\n\tPRIMARY KEY (id)", "")
+                if "AUTOINCREMENT" not in new or "PRIMARY KEY (id)" in new:
+                    raise CloudStartError(f"heat.db: cannot rewrite table {table}: {sql}")
+                columns = ",".join(r[1] for r in info)
+                indexes = [
+                    r[0]
+                    for r in conn.execute(
+                        "SELECT sql FROM sqlite_master WHERE type='index' AND tbl_name=? "
+                        "AND sql IS NOT NULL",
+                        (table,),
+                    )
+                ]
+                conn.execute(new)
+                conn.execute(f"INSERT INTO {table}__new ({columns}) SELECT {columns} FROM {table}")
+                conn.execute(f"DROP TABLE {table}")
+                conn.execute(f"ALTER TABLE {table}__new RENAME TO {table}")
+                for index in indexes:
+                    conn.execute(index)
 
 
 def fernet_keys(repo: Path) -> None:
@@ -123,12 +184,13 @@ def _rewrite(db: Path, sql: str, params: tuple[str, str], expected: int) -> None
 
 
 def _sync(layout: configs.Layout) -> None:
-    """Every service's schema (and Keystone's bootstrap), the four services in parallel."""
+    """Every service's schema (and Keystone's bootstrap), the services in parallel."""
     conf = {
         "keystone": configs.keystone(layout),
         "glance": configs.glance(layout),
         "placement": configs.placement(layout),
         "nova": configs.nova(layout),
+        "heat": configs.heat(layout),
     }
     bin_dir = layout.venv / "bin"
 
@@ -162,6 +224,10 @@ def _sync(layout: configs.Layout) -> None:
         step("nova", "nova-manage", "cell_v2", "create_cell", "--name", "cell1")
         step("nova", "nova-manage", "db", "sync")
 
+    def heat() -> None:
+        step("heat", "heat-manage", "db_sync")
+        _autoincrement(layout.dir("heat") / "heat.db")
+
     for service in FILES:
         layout.dir(service).mkdir(parents=True, exist_ok=True)
     fernet_keys(layout.dir("keystone") / "fernet-keys")
@@ -171,6 +237,7 @@ def _sync(layout: configs.Layout) -> None:
             pool.submit(step, "glance", "glance-manage", "db_sync"),
             pool.submit(step, "placement", "placement-manage", "db", "sync"),
             pool.submit(nova),
+            pool.submit(heat),
         ]
         for future in futures:
             future.result()

@@ -11,7 +11,7 @@ from openstack.connection import Connection
 from tests.harness.openstack import configs
 from tests.harness.openstack.processes import CloudStartError
 
-SERVICE_USERS = ("glance", "placement", "nova", "shoal")  # each admin of project `service`
+SERVICE_USERS = ("glance", "placement", "nova", "heat", "shoal")  # each admin of project `service`
 INTERFACES = ("public", "internal", "admin")
 
 

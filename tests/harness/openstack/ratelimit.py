@@ -16,6 +16,7 @@ import http.client
 import json
 import threading
 import urllib.parse
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 
@@ -23,8 +24,15 @@ from types import TracebackType
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "upgrade"}
 
 
+def _server_create(method: str, path: str) -> bool:
+    return method == "POST" and path.rstrip("/").endswith("/servers")
+
+
 class RateLimitProxy:
-    def __init__(self, upstream: str) -> None:
+    def __init__(
+        self, upstream: str, refusing: Callable[[str, str], bool] = _server_create
+    ) -> None:
+        self._refusing = refusing  # which requests `refuse` applies to (method, path)
         parts = urllib.parse.urlsplit(upstream)
         self.upstream_host = parts.hostname or "127.0.0.1"
         self.upstream_port = parts.port or 80
@@ -73,13 +81,14 @@ class RateLimitProxy:
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     def refuse(self, count: int, retry_after: float = 1.0) -> None:
-        """Answer the next `count` creates (`POST .../servers`) with 429."""
+        """Answer the next `count` requests `refusing` picks (by default creates,
+        `POST .../servers`) with 429."""
         with self._lock:
             self._refuse, self._retry_after = count, retry_after
 
     def _take(self, method: str, path: str) -> bool:
         with self._lock:
-            if method == "POST" and path.rstrip("/").endswith("/servers") and self._refuse:
+            if self._refusing(method, path) and self._refuse:
                 self._refuse -= 1
                 self.refused += 1
                 return True

@@ -25,7 +25,14 @@ REQUIREMENTS = HERE / "requirements.txt"
 CONSTRAINTS = HERE / "constraints.txt"
 STAMP = ".shoal-venv-complete"
 # What a complete venv must be able to run.
-ENTRY_POINTS = ("keystone-manage", "glance-manage", "placement-manage", "nova-manage", "gunicorn")
+ENTRY_POINTS = (
+    "keystone-manage",
+    "glance-manage",
+    "placement-manage",
+    "nova-manage",
+    "heat-manage",
+    "gunicorn",
+)
 BUILD_TIMEOUT = 1200.0  # seconds for the whole pip install
 LOCK_TIMEOUT = 1500.0  # seconds to wait for another process's build
 

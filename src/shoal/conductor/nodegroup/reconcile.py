@@ -24,6 +24,7 @@ from shoal.conductor.guard import Guard
 from shoal.conductor.nodegroup import (
     act,
     delete,
+    grouped,
     kubefeed,
     observe,
     operate,
@@ -41,6 +42,7 @@ from shoal.drivers.contract import (
     TAG_CLUSTER,
     TAG_NODEGROUP,
     TAG_PROJECT,
+    GroupReport,
     Machine,
     TransientError,
 )
@@ -59,7 +61,8 @@ def reconcile_batch(ctx: Context, uuids: list[str]) -> None:
     views = guard.each(providers, lambda u: _virt_hosts(ctx, providers[u], u))
     # Listed on this worker's thread, not the driver pool's: a listing does not take
     # a create's place among the driver's `driver_concurrency` calls.
-    listed = guard.each(views, lambda u: _listing(ctx, places[u], u))
+    reports: dict[str, GroupReport] = {}
+    listed = guard.each(views, lambda u: _listing(ctx, places[u], u, reports))
     # The snapshots are read after the listings: every machine listed had its node
     # row committed before it was created (intent before action).
     snaps = snapshots.load_groups(ctx.db, list(listed))
@@ -69,6 +72,7 @@ def reconcile_batch(ctx: Context, uuids: list[str]) -> None:
     )
     for p in started.values():
         p.virt = views.get(p.group_uuid)
+        grouped.record(p, reports.get(p.group_uuid))
     # The clusters' Kubernetes API servers, read before anything is decided.
     kubefeed.read(ctx, guard, started.values())
     passes = guard.keep(started.values(), _uuid, lambda p: plan(ctx, p))
@@ -169,7 +173,7 @@ def commit_intent(ctx: Context, passes: list[Pass], now: datetime) -> None:
 
 
 def _listing(
-    ctx: Context, place: snapshots.GroupPlace, ng_uuid: str
+    ctx: Context, place: snapshots.GroupPlace, ng_uuid: str, reports: dict[str, GroupReport]
 ) -> list[Machine] | TransientError:
     """The group's machines, in one driver call; the error when it failed (nothing
     when the provider is not configured: the pass says so). The listing names the
@@ -180,8 +184,11 @@ def _listing(
     if provider is None:
         return []
     tags = {TAG_PROJECT: place.project_id, TAG_CLUSTER: place.cluster_uuid, TAG_NODEGROUP: ng_uuid}
+    driver = provider.driver
     try:
-        return ctx.call(provider, lambda: provider.driver.list_machines(tags))
+        if grouped.reports(driver):  # a whole group at once: it reports itself too
+            return ctx.call(provider, lambda: grouped.listing(driver, ng_uuid, tags, reports))
+        return ctx.call(provider, lambda: driver.list_machines(tags))
     except TransientError as exc:
         return exc
 

@@ -1,0 +1,314 @@
+"""The heat driver: each node group is one Heat stack (docs/drivers.md, "The heat driver").
+
+`apply_group` makes a group's stack hold exactly the members it is sent: it creates the
+stack (named from the deployment and the node group's id, so a conductor that crashed
+at any moment finds it again and never makes a second one) or updates it with a PATCH
+that sends only new parameters; a removed member's index goes in `removal_policies`,
+so exactly its server goes. `list_machines` reads the stacks' parameters (who the
+members are) and Nova's servers (how they are): two calls for a group. The per-machine
+calls are that on a group of one more or one less member.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from shoal.drivers.contract import (
+    TAG_NODE,
+    TAG_NODEGROUP,
+    BlockedError,
+    BlockedKind,
+    Capabilities,
+    Feature,
+    GroupReport,
+    GroupRequest,
+    GroupState,
+    Machine,
+    MachineSpec,
+    MachineState,
+    PermanentError,
+    TransientError,
+)
+from shoal.drivers.heat import members as mb
+from shoal.drivers.heat import templates
+from shoal.drivers.heat.cloud import Cloud
+from shoal.drivers.heat.settings import HeatSettings
+
+FEATURES = frozenset({Feature.PER_GROUP})
+OPTIONS: frozenset[str] = frozenset()  # node group options this driver knows: none yet
+
+
+@dataclass(frozen=True)
+class Catalog:
+    zones: tuple[str, ...] = ()
+    flavors: Mapping[str, dict[str, Any]] = field(default_factory=dict)  # name or id -> flavor
+    images: Mapping[str, str] = field(default_factory=dict)  # name or id -> id
+    loaded_at: float | None = None
+
+
+class HeatDriver:
+    name = "heat"
+
+    def __init__(self, settings: HeatSettings, cloud: Cloud) -> None:
+        self.settings = settings
+        self.cloud = cloud
+        assert settings.deployment is not None
+        self.deployment: str = settings.deployment
+        self.group_template = (
+            templates.load_operator(settings.template) if settings.template else templates.GROUP
+        )
+        self._catalog = Catalog()
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_lock = threading.Lock()
+
+    # ------------------------------------------------------------ facts
+    def capabilities(self) -> Capabilities:
+        c = self._catalog
+        return Capabilities(
+            availability_zones=c.zones,
+            flavors=tuple(c.flavors),
+            images=tuple(c.images),
+            features=FEATURES,
+        )
+
+    def check(self) -> Capabilities:
+        self.cloud.stacks([self._dep_tag()])  # Heat answers, and takes our credentials
+        self._load_catalog()
+        return self.capabilities()
+
+    def validate(self, spec: MachineSpec) -> list[str]:
+        out = [
+            f"option {k!r} is not known to the heat driver (it knows none)"
+            for k in spec.options
+            if k not in OPTIONS
+        ]
+        c = self._catalog
+        if c.loaded_at is None:
+            return out
+        if spec.flavor_id not in c.flavors:
+            out.append(f"flavor {spec.flavor_id!r} does not exist in the cloud")
+        if spec.image_id not in c.images:
+            out.append(f"image {spec.image_id!r} does not exist in the cloud")
+        if spec.availability_zone and spec.availability_zone not in c.zones:
+            known = ", ".join(c.zones) or "none"
+            out.append(
+                f"availability zone {spec.availability_zone!r} does not exist (zones: {known})"
+            )
+        return out
+
+    # ------------------------------------------------------------ per group
+    def apply_group(self, request: GroupRequest) -> None:
+        name = mb.stack_name(self.deployment, request.nodegroup_id)
+        with self._lock(name):
+            self._apply(name, request)
+
+    def _apply(self, name: str, request: GroupRequest) -> None:
+        self._refresh_catalog()
+        for spec in request.members:
+            problems = [p for p in self.validate(spec) if not p.startswith("option")]
+            if problems:
+                raise PermanentError(f"node {spec.name}: " + "; ".join(problems))
+        stack = self.cloud.stack(name)
+        if stack is not None and stack["stack_status"] == "DELETE_IN_PROGRESS":
+            raise TransientError(f"the stack {name} is being deleted; the group is made anew then")
+        wanted = [mb.entry(s, self.deployment, self.settings.networks) for s in request.members]
+        current = mb.Group.of(stack.get("parameters") if stack else None)
+        update = mb.plan(current, wanted)
+        if update is None:
+            if stack is not None:
+                return
+            update = mb.Update(0, {}, [], (), ())
+        self._check_quota(update.added)
+        if stack is None:
+            self.cloud.create_stack(self._create_body(name, request, update))
+        else:
+            self.cloud.patch_stack(name, stack["id"], update.parameters(), _files(update))
+
+    def _create_body(self, name: str, request: GroupRequest, update: mb.Update) -> dict[str, Any]:
+        tags = [
+            mb.nova_tag(mb.TAG_DEPLOYMENT, self.deployment),
+            mb.nova_tag("shoal-cluster", request.cluster_id),
+            mb.nova_tag(TAG_NODEGROUP, request.nodegroup_id),
+        ]
+        return {
+            "stack_name": name,
+            "template": self.group_template,
+            "files": _files(update),
+            "environment": {"resource_registry": {templates.MEMBERS_TYPE: templates.MEMBERS_FILE}},
+            "parameters": update.parameters(),
+            "tags": ",".join(tags),
+            "disable_rollback": True,
+        }
+
+    def delete_group(self, nodegroup_id: str) -> None:
+        name = mb.stack_name(self.deployment, nodegroup_id)
+        with self._lock(name):
+            stack = self.cloud.stack(name)
+            if stack is None or stack["stack_status"] == "DELETE_IN_PROGRESS":
+                return
+            self.cloud.delete_stack(name, stack["id"])
+
+    # ------------------------------------------------------------ per machine
+    def ensure_machine(self, spec: MachineSpec) -> Machine:
+        name = mb.stack_name(self.deployment, spec.nodegroup_id)
+        with self._lock(name):
+            stack = self.cloud.stack(name)
+            group = mb.Group.of(stack.get("parameters") if stack else None)
+            if group.index_of(spec.machine_id) is None:
+                specs = [*(_spec_of(e, spec) for e in group.members.values()), spec]
+                self._apply(name, GroupRequest(spec.nodegroup_id, spec.project_id,
+                                               spec.cluster_id, tuple(specs)))  # fmt: skip
+        found = self.list_machines({TAG_NODE: spec.machine_id})
+        if found:
+            return found[0]
+        return Machine(spec.machine_id, spec.name, MachineState.BUILDING, spec.tags,
+                       spec.availability_zone, image_id=spec.image_id,
+                       flavor_id=spec.flavor_id)  # fmt: skip
+
+    def delete_machine(self, machine_id: str) -> None:
+        for server in self.cloud.servers([self._dep_tag(), mb.nova_tag(TAG_NODE, machine_id)]):
+            group = (server.get("metadata") or {}).get(TAG_NODEGROUP)
+            if group:
+                self._remove(group, machine_id)
+                return
+        for stack in self.cloud.stacks([self._dep_tag()]):
+            full = self.cloud.stack(stack["stack_name"])
+            if full and mb.Group.of(full.get("parameters")).index_of(machine_id) is not None:
+                group = full["stack_name"].removeprefix(f"shoal-{self.deployment}-")
+                self._remove(group, machine_id)
+                return
+
+    def _remove(self, nodegroup_id: str, machine_id: str) -> None:
+        name = mb.stack_name(self.deployment, nodegroup_id)
+        with self._lock(name):
+            stack = self.cloud.stack(name)
+            if stack is None:
+                return
+            current = mb.Group.of(stack.get("parameters"))
+            keep = [e for e in current.members.values() if e.get("id") != machine_id]
+            update = mb.plan(current, keep)
+            if update is not None:
+                self.cloud.patch_stack(name, stack["id"], update.parameters(), _files(update))
+
+    def list_group(
+        self, nodegroup_id: str, tags: Mapping[str, str]
+    ) -> tuple[list[Machine], GroupReport]:
+        """The group's machines and its stack: two calls (the stack, Nova's servers)."""
+        stack = self.cloud.stack(mb.stack_name(self.deployment, nodegroup_id))
+        machines = self._machines([stack] if stack else [], {**tags, TAG_NODEGROUP: nodegroup_id})
+        if stack is None:
+            return machines, GroupReport(None, GroupState.ABSENT)
+        status = str(stack.get("stack_status") or "")
+        state = (
+            GroupState.DELETING if status.startswith("DELETE")
+            else GroupState.FAILED if status.endswith("FAILED")
+            else GroupState.IN_PROGRESS if status.endswith("IN_PROGRESS")
+            else GroupState.COMPLETE
+        )  # fmt: skip
+        reason = str(stack.get("stack_status_reason") or "") or None
+        return machines, GroupReport(str(stack["id"]), state, reason)
+
+    def list_machines(self, tags: Mapping[str, str]) -> list[Machine]:
+        if TAG_NODEGROUP in tags:
+            one = self.cloud.stack(mb.stack_name(self.deployment, tags[TAG_NODEGROUP]))
+            stacks = [one] if one else []
+        else:
+            stacks = []
+            for s in self.cloud.stacks([self._dep_tag()]):
+                full = self.cloud.stack(s["stack_name"])
+                if full:
+                    stacks.append(full)
+        return self._machines(stacks, tags)
+
+    def _machines(self, stacks: list[dict[str, Any]], tags: Mapping[str, str]) -> list[Machine]:
+        views = [
+            mb.StackView(
+                s["stack_name"],
+                str(s.get("stack_status") or ""),
+                str(s.get("stack_status_reason") or ""),
+                mb.Group.of(s.get("parameters")),
+            )
+            for s in stacks
+        ]
+        query = [self._dep_tag(), *(mb.nova_tag(k, v) for k, v in sorted(tags.items()))]
+        return mb.machines(views, self.cloud.servers(query), tags)
+
+    def reboot_machine(self, machine_id: str) -> None:
+        raise PermanentError("the heat driver does not reboot a server (its stack owns it)")
+
+    def rebuild_machine(self, machine_id: str, image_id: str) -> None:
+        raise PermanentError("the heat driver does not rebuild a server (its stack owns it)")
+
+    # ------------------------------------------------------------ helpers
+    def _dep_tag(self) -> str:
+        return mb.nova_tag(mb.TAG_DEPLOYMENT, self.deployment)
+
+    def _lock(self, name: str) -> threading.Lock:
+        with self._locks_lock:
+            return self._locks.setdefault(name, threading.Lock())
+
+    def _load_catalog(self) -> None:
+        zones = tuple(
+            str(z["zoneName"]) for z in self.cloud.zones() if z.get("zoneName") != "internal"
+        )
+        flavors: dict[str, dict[str, Any]] = {}
+        for f in self.cloud.flavors():
+            flavors[str(f["id"])] = f
+            flavors.setdefault(str(f["name"]), f)
+        images: dict[str, str] = {}
+        for i in self.cloud.images():
+            images[str(i["id"])] = str(i["id"])
+            if i.get("name"):
+                images.setdefault(str(i["name"]), str(i["id"]))
+        self._catalog = Catalog(zones, flavors, images, time.monotonic())
+
+    def _refresh_catalog(self) -> None:
+        at = self._catalog.loaded_at
+        if at is None or time.monotonic() - at > self.settings.catalog_refresh_seconds:
+            self._load_catalog()
+
+    def _check_quota(self, added: Sequence[dict[str, Any]]) -> None:
+        """Refuse, as blocked by quota, members the project's compute quota cannot hold:
+        Heat would accept the update and fail it later, after making part of it."""
+        if not added:
+            return
+        limits = self.cloud.limits()
+        cores = sum(int(self._catalog.flavors[e["flavor"]].get("vcpus", 0)) for e in added)
+        ram = sum(int(self._catalog.flavors[e["flavor"]].get("ram", 0)) for e in added)
+        asked = (("instances", len(added), "Instances"), ("cores", cores, "Cores"),
+                 ("ram", ram, "RAMSize"))  # fmt: skip
+        for what, more, key in asked:
+            limit = int(limits.get(f"maxTotal{key}", -1))
+            used = int(limits.get(f"total{key[:-4] if key == 'RAMSize' else key}Used", 0))
+            if limit >= 0 and used + more > limit:
+                raise BlockedError(
+                    f"Quota exceeded for {what}: {more} more asked, {used} of {limit} used",
+                    BlockedKind.QUOTA,
+                )
+
+
+def _files(update: mb.Update) -> dict[str, str]:
+    """The stack's files after `update`: its members' template, written anew."""
+    return {templates.MEMBERS_FILE: templates.members_file(update.members)}
+
+
+def _spec_of(e: Mapping[str, Any], like: MachineSpec) -> MachineSpec:
+    """A kept member as a spec (ensure_machine rebuilds the group's list from its stack)."""
+    meta = e.get("metadata") or {}
+    return MachineSpec(
+        machine_id=e["id"],
+        name=e.get("name", ""),
+        project_id=meta.get("shoal-project", like.project_id),
+        cluster_id=meta.get("shoal-cluster", like.cluster_id),
+        nodegroup_id=like.nodegroup_id,
+        role=meta.get("shoal-role", like.role),
+        flavor_id=e["flavor"],
+        image_id=e["image"],
+        availability_zone=e.get("zone"),
+        user_data=e.get("user_data") or None,
+        keypair=e.get("key_name"),
+    )

@@ -1,0 +1,163 @@
+"""The heat driver's member bookkeeping (drivers/heat/members.py): the index each machine
+gets is the one Heat's ResourceGroup gives it, and a removal names exactly its index."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from shoal.drivers.contract import TAG_NODE, MachineSpec, MachineState
+from shoal.drivers.heat import members as mb
+from shoal.drivers.heat import templates
+
+
+def spec(n: int, zone: str | None = "az1") -> MachineSpec:
+    return MachineSpec(
+        machine_id=f"m{n}",
+        name=f"node-{n}",
+        project_id="p",
+        cluster_id="c",
+        nodegroup_id="g",
+        role="worker",
+        flavor_id="m1.small",
+        image_id="img",
+        availability_zone=zone,
+        user_data=f"#cloud-config\n# node {n}\n",
+    )
+
+
+def heat_names(count: int, blacklist: set[str]) -> list[str]:
+    """What Heat's ResourceGroup names its members: the first `count` names off the list."""
+    free = (str(n) for n in itertools.count() if str(n) not in blacklist)
+    return list(itertools.islice(free, count))
+
+
+def applied(group: mb.Group, update: mb.Update) -> mb.Group:
+    """The stack's parameters after the update, as the next read returns them (JSON text)."""
+    return mb.Group.of({k: v for k, v in update.parameters().items()})
+
+
+def test_indices_follow_heats_own_naming_through_growth_and_removals() -> None:
+    group = mb.Group.of(None)
+    entries = {n: mb.entry(spec(n), "dep", ()) for n in range(8)}
+    steps = [[0, 1, 2], [0, 2], [0, 2, 3, 4], [2, 4], [2, 4, 5, 6, 7], [7]]
+    for wanted in steps:
+        update = mb.plan(group, [entries[n] for n in wanted])
+        assert update is not None
+        blacklist = {str(i) for p in update.removal_policies for i in p["resource_list"]}
+        assert sorted(update.members, key=int) == heat_names(update.count, blacklist)
+        group = applied(group, update)
+        assert sorted(e["id"] for e in group.members.values()) == sorted(f"m{n}" for n in wanted)
+    assert mb.plan(group, [entries[7]]) is None  # nothing changes: no update
+
+
+def test_a_removal_names_exactly_the_removed_members_index() -> None:
+    entries = [mb.entry(spec(n), "dep", ()) for n in range(3)]
+    first = mb.plan(mb.Group.of(None), entries)
+    assert first is not None
+    group = applied(mb.Group.of(None), first)
+    middle = group.index_of("m1")
+    update = mb.plan(group, [entries[0], entries[2]])
+    assert update is not None and update.removed == (middle,)
+    assert update.removal_policies == [{"resource_list": [middle]}]
+    assert json.loads(update.parameters()["members"])[group.index_of("m2")]["id"] == "m2"
+
+
+def test_a_kept_member_keeps_its_entry_even_if_its_spec_is_rendered_anew() -> None:
+    first = mb.plan(mb.Group.of(None), [mb.entry(spec(0), "dep", ())])
+    assert first is not None
+    group = applied(mb.Group.of(None), first)
+    changed = mb.entry(spec(0), "dep", ())
+    changed["user_data"] = "#cloud-config\n# a new token\n"
+    assert mb.plan(group, [changed]) is None
+
+
+def test_the_listing_reports_members_servers_and_the_stacks_failure() -> None:
+    entries = [mb.entry(spec(n), "dep", ()) for n in range(3)]
+    first = mb.plan(mb.Group.of(None), entries)
+    assert first is not None
+    group = applied(mb.Group.of(None), first)
+    server = {
+        "id": "srv-0",
+        "name": "node-0",
+        "status": "ACTIVE",
+        "metadata": entries[0]["metadata"],
+        "OS-EXT-AZ:availability_zone": "az1",
+        "addresses": {"net": [{"version": 4, "addr": "192.168.1.5"}]},
+    }
+    stray = {**server, "id": "srv-9", "metadata": {**server["metadata"], TAG_NODE: "m9"}}
+    failing = mb.StackView("s", "UPDATE_FAILED", "Quota exceeded for instances", group)
+    got = {m.machine_id: m for m in mb.machines([failing], [server, stray], {})}
+    assert got["m0"].state is MachineState.ACTIVE and got["m0"].address == "192.168.1.5"
+    assert got["m1"].state is MachineState.ERROR and got["m1"].fault_kind is not None
+    assert got["m9"].state is MachineState.DELETING  # no stack holds it: going
+    building = mb.StackView("s", "UPDATE_IN_PROGRESS", "", group)
+    assert mb.machines([building], [], {})[0].state is MachineState.BUILDING
+    assert mb.machines([building], [], {TAG_NODE: "m2"})[0].machine_id == "m2"
+
+
+def test_a_template_without_the_contracts_parameters_or_outputs_is_refused(
+    tmp_path: Path,
+) -> None:
+    templates.check(templates.GROUP)
+    bad = dict(templates.GROUP, outputs={})
+    bad["parameters"] = {k: v for k, v in templates.GROUP["parameters"].items() if k != "members"}
+    path = tmp_path / "group.yaml"
+    path.write_text(yaml.safe_dump(bad))
+    with pytest.raises(templates.TemplateError) as err:
+        templates.load_operator(str(path))
+    assert "parameter 'members'" in str(err.value) and "output 'refs_map'" in str(err.value)
+
+
+def test_a_member_placed_in_another_zone_is_replaced_under_a_new_index() -> None:
+    first = mb.plan(mb.Group.of(None), [mb.entry(spec(0, "az1"), "dep", ())])
+    assert first is not None
+    group = applied(mb.Group.of(None), first)
+    moved = mb.plan(group, [mb.entry(spec(0, "az2"), "dep", ())])
+    assert moved is not None and moved.removed == ("0",)
+    assert moved.members == {"1": mb.entry(spec(0, "az2"), "dep", ())}
+
+
+def test_a_member_nova_placed_is_kept_when_its_zone_becomes_known() -> None:
+    first = mb.plan(mb.Group.of(None), [mb.entry(spec(0, None), "dep", ())])
+    assert first is not None
+    group = applied(mb.Group.of(None), first)
+    assert mb.plan(group, [mb.entry(spec(0, "az1"), "dep", ())]) is None
+
+
+def test_a_stack_being_deleted_holds_its_members_until_it_is_gone() -> None:
+    first = mb.plan(mb.Group.of(None), [mb.entry(spec(0), "dep", ())])
+    assert first is not None
+    group = applied(mb.Group.of(None), first)
+    going = mb.StackView("s", "DELETE_IN_PROGRESS", "", group)
+    assert [m.state for m in mb.machines([going], [], {})] == [MachineState.DELETING]
+    failed = mb.StackView("s", "DELETE_FAILED", "Resource DELETE failed: boom", group)
+    (m,) = mb.machines([failed], [], {})
+    assert m.state is MachineState.ERROR and m.fault and "boom" in m.fault
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_documented_operator_template_keeps_the_contract_as_heat_reads_it() -> None:
+    """docs/drivers.md shows docs/examples/heat-group.yaml verbatim; its version stays a
+    string (YAML would make 2018-08-31 a date, which Heat refuses)."""
+    example = ROOT / "docs" / "examples" / "heat-group.yaml"
+    loaded = templates.load_operator(str(example))
+    assert loaded["heat_template_version"] == "2018-08-31"
+    assert example.read_text() in (ROOT / "docs" / "drivers.md").read_text()
+
+
+def test_the_members_template_has_one_server_per_member_named_by_its_index() -> None:
+    first = mb.plan(mb.Group.of(None), [mb.entry(spec(n), "dep", ()) for n in range(3)])
+    assert first is not None
+    body = yaml.safe_load(templates.members_file(first.members))
+    assert sorted(body["resources"]) == ["0", "1", "2"]
+    server = body["resources"]["1"]["properties"]
+    assert server["name"] == first.members["1"]["name"]
+    assert server["availability_zone"] == "az1" and server["metadata"]["shoal-node"] == "m1"
+    assert body["outputs"]["refs_map"]["value"] == {i: {"get_resource": i} for i in "012"}
