@@ -26,6 +26,7 @@ import base64
 import contextlib
 import dataclasses
 import hashlib
+import ipaddress
 import json
 import shutil
 import ssl
@@ -213,6 +214,7 @@ class Bench:
         self.gateway = self.settings.subnet.rsplit(".", 1)[0] + ".1"
         self.hostops = hostops
         self.latest: dict[int, list[Node]] = {}  # workers -> shoal's latest nodes
+        self.apis: dict[int, str] = {}  # workers -> the API address of shoal's latest run
         self._n = 0
 
     def config(self) -> Path:
@@ -326,10 +328,12 @@ class Bench:
                           lambda: f"{watch.last}\n{_machine_logs(state)}")  # fmt: skip
             wall = time.monotonic() - start
             cpu = _own_cpu(serve.pid) - cpu0
+            api_url = str(c.get(f"/clusters/{uid}").json().get("api_address") or "")
             check(c.delete(f"/clusters/{uid}"), 204)
             _wait("cluster deleted", DELETE_TIMEOUT_S, 0.5,
                   lambda: c.get(f"/clusters/{uid}").status_code == 404)  # fmt: skip
         self.latest[workers] = made_nodes
+        self.apis[workers] = urllib.parse.urlsplit(api_url).hostname or ""
         assert watch.answered is not None and watch.first_ready is not None
         return Run(side, workers, wall, machines_s, watch.answered - start,
                    watch.first_ready - start, ready, _sha(made_nodes), cpu,
@@ -353,14 +357,27 @@ class Bench:
         ids: list[str] = []
         start, wall0 = time.monotonic(), time.time()
         try:
-            api = driver.reserve_address(cluster)
-            if api != master.address:
-                raise RuntimeError(
-                    f"the plain side's API address {api} is not shoal's {master.address}: "
-                    f"something holds addresses in {state}"
+            # The user data names the addresses shoal's run had (the API's, its balancer's,
+            # and each machine's): the driver gives the lowest free address first, so
+            # reserving them in ascending order gives the same ones here.
+            mids = {n.name: str(uuid.uuid4()) for n in nodes}
+            wanted = sorted(
+                [(self.apis[workers], None), *((n.address, n) for n in nodes)],
+                key=lambda a: ipaddress.ip_address(a[0]),
+            )
+            for address, node in wanted:
+                got = (
+                    driver.reserve_address(cluster)
+                    if node is None
+                    else driver.reserve_machine_address(mids[node.name])
                 )
+                if got != address:
+                    raise RuntimeError(
+                        f"the plain side got address {got} where shoal's run had {address}: "
+                        f"something holds addresses in {state}"
+                    )
             for n in nodes:
-                mid = str(uuid.uuid4())
+                mid = mids[n.name]
                 ids.append(mid)
                 spec = MachineSpec(mid, n.name, "bench", cluster, "g", n.role, "local", "host",
                                    user_data=n.user_data)  # fmt: skip

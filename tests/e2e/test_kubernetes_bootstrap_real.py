@@ -39,7 +39,14 @@ from shoal.domain import bootstrap, pki, sealing
 from shoal.domain.bootstrap import certs, kubernetes, versions
 
 NEEDED = ("kube-apiserver", "kube-controller-manager", "kubelet", "kubectl")
-ROOTS = ("/etc/kubernetes", "/var/lib/kubelet", "/var/lib/etcd", "/etc/containerd", "/etc/cni")
+ROOTS = (
+    "/etc/kubernetes",
+    "/var/lib/kubelet",
+    "/var/lib/etcd",
+    "/etc/containerd",
+    "/etc/cni",
+    "/etc/shoal",
+)  # every file a node gets lands under the test's root, none on the host
 READY_S = 60.0
 
 

@@ -71,6 +71,7 @@ class Node:
         argv = [
             AGENT, "--identity", str(self.dir / "node.json"), "--config",
             str(self.dir / "agent.json"), "--state-dir", str(self.dir / "state"),
+            "--services", str(self.dir / "services.json"),  # none: not the host's own
         ]  # fmt: skip
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(argv, stdout=out, stderr=out, start_new_session=True)
