@@ -30,6 +30,7 @@ from tests.support.kubernetes import KUBERNETES_MARKS, kubernetes_unavailable
 from tests.support.openstack_cli import OPENSTACK, coe_env
 from tests.support.process import SHOAL, admin_token, shoal_env
 from tests.support.server import free_port
+from tests.support.waiting import scaled
 
 pytestmark = [*KUBERNETES_MARKS, pytest.mark.slow]
 READY_TIMEOUT = 300.0
@@ -37,6 +38,9 @@ PAUSE_AS = "k8s.gcr.io/pause:3.4"  # the name the rendered containerd config sta
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout: float, every: float = 1.0) -> Any:
+    """`check()` until it gives something, within `timeout` stretched by the machine's
+    load (several masters booting beside the rest of the suite on 2 cores)."""
+    timeout = scaled(timeout)
     deadline = time.monotonic() + timeout
     last: Any = None
     while time.monotonic() < deadline:

@@ -35,7 +35,8 @@ from tests.e2e.test_kubernetes_cluster import (  # the same harness
 from tests.support.kubernetes import KUBERNETES_MARKS
 from tests.support.server import free_port
 
-pytestmark = [*KUBERNETES_MARKS, pytest.mark.slow]
+# Several waits of minutes each, stretched by load: a bound above the suite's 600 s.
+pytestmark = [*KUBERNETES_MARKS, pytest.mark.slow, pytest.mark.timeout(1800)]
 MASTER_LABEL = "node-role.kubernetes.io/master"
 
 
