@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -29,13 +28,8 @@ import pytest
 
 from shoal.domain import kubenodes
 from shoal.drivers.local.driver import LocalDriver
-from tests.e2e.test_kubernetes_cluster import (  # noqa: F401  (local_cluster_env: a fixture)
-    READY_TIMEOUT,
-    Shoal,
-    local_cluster_env,
-    wait_for,
-)
 from tests.harness.kubernetes.build import BUSYBOX_IMAGE
+from tests.support.kube_cluster import READY_TIMEOUT, Kubectl, Shoal, is_ready, wait_for
 from tests.support.kubernetes import KUBERNETES_MARKS
 from tests.support.server import free_port
 
@@ -56,7 +50,7 @@ def _kubelet_pids(driver: LocalDriver, machine_id: str) -> list[int]:
 
 
 def test_kubernetes_feeds_health_labels_and_drains(
-    local_cluster_env: dict[str, Any],  # noqa: F811
+    local_cluster_env: dict[str, Any],
     kubernetes_bin: Path,
 ) -> None:
     ctx = local_cluster_env
@@ -108,35 +102,17 @@ def test_kubernetes_feeds_health_labels_and_drains(
             assert c["status"] not in ("CREATE_FAILED", "UPDATE_FAILED"), c
             return c if c["status"] in ("CREATE_COMPLETE", "UPDATE_COMPLETE") else None
 
-        wait_for("cluster complete", complete, READY_TIMEOUT, every=2)
-        conf_dir = tmp / "kubeconfig"
-        conf_dir.mkdir()
-        shoal.coe("cluster", "config", "demo", "--dir", str(conf_dir), json_out=False)
-        kubeconfig = conf_dir / "config"
+        def story() -> str:
+            return shoal.story(ctx["settings"].state_dir)
 
-        def kubectl(*args: str, check: bool = True) -> str:
-            done = subprocess.run(
-                [str(kubernetes_bin / "kubectl"), "--kubeconfig", str(kubeconfig), *args],
-                capture_output=True, text=True, timeout=60,
-                env={"PATH": os.environ.get("PATH", ""), "HOME": str(tmp)},
-            )  # fmt: skip
-            if check:
-                assert done.returncode == 0, (args, done.stderr)
-            return done.stdout if done.returncode == 0 else ""
-
-        def nodes() -> dict[str, Any]:
-            out = kubectl("get", "nodes", "-o", "json", check=False)
-            return {n["metadata"]["name"]: n for n in json.loads(out)["items"]} if out else {}
-
-        def ready(n: dict[str, Any]) -> bool:
-            return any(
-                c["type"] == "Ready" and c["status"] == "True" for c in n["status"]["conditions"]
-            )
+        wait_for("cluster complete", complete, READY_TIMEOUT, every=2, story=story)
+        kubectl = Kubectl(kubernetes_bin, shoal.kubeconfig("demo", tmp / "kubeconfig"), tmp)
+        nodes = kubectl.nodes
 
         def worker_node() -> tuple[str, dict[str, Any]] | None:
             for name, n in nodes().items():
                 labels = n["metadata"].get("labels", {})
-                if labels.get(kubenodes.GROUP_LABEL) == workers["uuid"] and ready(n):
+                if labels.get(kubenodes.GROUP_LABEL) == workers["uuid"] and is_ready(n):
                     return name, n
             return None
 
@@ -154,7 +130,9 @@ def test_kubernetes_feeds_health_labels_and_drains(
             )
             return found if ok else None
 
-        worker, _ = wait_for("the worker's Node labelled and tainted", labelled, READY_TIMEOUT)
+        worker, _ = wait_for(
+            "the worker's Node labelled and tainted", labelled, READY_TIMEOUT, story=story
+        )
         marks["labelled"] = time.monotonic() - started
         all_nodes = nodes()
         (master,) = [n for n in all_nodes if n != worker]

@@ -1,21 +1,19 @@
-"""Kubernetes with three masters through shoal, end to end, on the same harness as
-tests/e2e/test_kubernetes_cluster.py: `openstack coe cluster create --master-count 3`
-on the `local` provider; the cluster's API address is the provider's balancer (no
-master's address); kubectl with the kubeconfig from `openstack coe cluster config`
-sees every node Ready. Then one master's machine is killed: kubectl through the same
-kubeconfig still reads and writes (etcd keeps its quorum, the balancer passes the
-lost master over), and shoal replaces the master: the new one joins etcd in the lost
-one's place and its node goes Ready.
+"""Kubernetes with three masters through shoal, end to end, on the harness of
+tests/support/kube_cluster.py: `openstack coe cluster create --master-count 3` on the
+`local` provider; the cluster's API address is the provider's balancer (no master's
+address); kubectl with the kubeconfig from `openstack coe cluster config` sees every
+node Ready. Then one master's machine is killed: kubectl through the same kubeconfig
+still reads and writes (etcd keeps its quorum, the balancer passes the lost master
+over), and shoal replaces the master: the new one joins etcd in the lost one's place
+and its node goes Ready.
 
 Root and the harness's Kubernetes binaries are needed (skips without them; fails
 under CI)."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -26,10 +24,12 @@ from shoal.domain.bootstrap import kubernetes
 from shoal.drivers.contract import Machine
 from shoal.drivers.local import hostops, machines
 from shoal.drivers.local.driver import LocalDriver
-from tests.e2e.test_kubernetes_cluster import (  # the same harness
+from tests.support.kube_cluster import (
     READY_TIMEOUT,
+    Kubectl,
     Shoal,
-    local_cluster_env,  # noqa: F401 (a fixture)
+    print_rss,
+    ready_names,
     wait_for,
 )
 from tests.support.kubernetes import KUBERNETES_MARKS
@@ -40,16 +40,8 @@ pytestmark = [*KUBERNETES_MARKS, pytest.mark.slow, pytest.mark.timeout(1800)]
 MASTER_LABEL = "node-role.kubernetes.io/master"
 
 
-def ready_names(nodes: dict[str, Any]) -> set[str]:
-    return {
-        name
-        for name, n in nodes.items()
-        if any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"]["conditions"])
-    }
-
-
 def test_three_masters_behind_the_balancer_survive_the_loss_of_one(
-    local_cluster_env: dict[str, Any],  # noqa: F811
+    local_cluster_env: dict[str, Any],
     kubernetes_bin: Path,
 ) -> None:
     ctx = local_cluster_env
@@ -70,7 +62,13 @@ def test_three_masters_behind_the_balancer_survive_the_loss_of_one(
             assert c["status"] != "CREATE_FAILED", c
             return c if c["status"] == "CREATE_COMPLETE" else None
 
-        cluster = wait_for("CREATE_COMPLETE", complete, READY_TIMEOUT, every=2)
+        cluster = wait_for(
+            "CREATE_COMPLETE",
+            complete,
+            READY_TIMEOUT,
+            every=2,
+            story=lambda: shoal.story(settings.state_dir),
+        )
         complete_s = time.monotonic() - started
         driver = LocalDriver(settings)
         made = driver.list_machines({})
@@ -80,31 +78,19 @@ def test_three_masters_behind_the_balancer_survive_the_loss_of_one(
         assert cluster["api_address"] == f"https://{balancer}:6443"
         assert balancer not in {m.address for m in made}  # no machine's address
 
-        conf_dir = tmp / "kubeconfig"
-        conf_dir.mkdir()
-        shoal.coe("cluster", "config", "ha", "--dir", str(conf_dir), json_out=False)
-        kubeconfig = conf_dir / "config"
+        kubectl = Kubectl(
+            kubernetes_bin, shoal.kubeconfig("ha", tmp / "kubeconfig"), tmp, request_timeout="10s"
+        )
+        nodes = kubectl.nodes
 
-        def kubectl(*args: str, check: bool = True) -> str:
-            done = subprocess.run(
-                [str(kubernetes_bin / "kubectl"), "--kubeconfig", str(kubeconfig),
-                 "--request-timeout=10s", *args],
-                capture_output=True, text=True, timeout=60,
-                env={"PATH": os.environ.get("PATH", ""), "HOME": str(tmp)},
-            )  # fmt: skip
-            if check:
-                assert done.returncode == 0, (args, done.stderr)
-            return done.stdout if done.returncode == 0 else ""
-
-        def nodes() -> dict[str, Any]:
-            out = kubectl("get", "nodes", "-o", "json", check=False)
-            return {n["metadata"]["name"]: n for n in json.loads(out)["items"]} if out else {}
+        def story() -> str:
+            return kubectl.story() + "\n" + shoal.story(settings.state_dir)
 
         def all_ready() -> dict[str, Any] | None:
             got = nodes()
             return got if len(ready_names(got)) == 4 else None
 
-        seen = wait_for("all four nodes Ready", all_ready, READY_TIMEOUT, every=2)
+        seen = wait_for("all four nodes Ready", all_ready, READY_TIMEOUT, every=2, story=story)
         ready_s = time.monotonic() - started
         labelled = {n for n, v in seen.items() if MASTER_LABEL in v["metadata"]["labels"]}
         assert labelled == set(masters), (labelled, set(masters))
@@ -113,12 +99,7 @@ def test_three_masters_behind_the_balancer_survive_the_loss_of_one(
             f"Ready after {ready_s:.1f}s"
         )
 
-        for m in driver.list_machines({}):
-            rss = hostops.rss_kib(driver.pids(m.machine_id))
-            top = ", ".join(
-                f"{k} {v // 1024}" for k, v in sorted(rss.items(), key=lambda i: -i[1])[:6]
-            )
-            print(f"{m.name} ({m.tags['shoal-role']}): RSS {sum(rss.values()) // 1024} MiB ({top})")
+        print_rss(driver)
 
         # The first master is lost: it started etcd and ran the cluster's one-shot steps.
         def founder(m: Machine) -> bool:
@@ -145,7 +126,7 @@ def test_three_masters_behind_the_balancer_survive_the_loss_of_one(
                 )  # fmt: skip
             )
 
-        wait_for("kubectl answers through the same kubeconfig", answers, 120, every=1)
+        wait_for("kubectl answers through the same kubeconfig", answers, 120, every=1, story=story)
         print(f"reads and writes through the balancer {time.monotonic() - killed:.1f}s after")
 
         # shoal replaces the lost master; the new one joins etcd and goes Ready.
@@ -157,7 +138,9 @@ def test_three_masters_behind_the_balancer_survive_the_loss_of_one(
             (name,) = new
             return name if name in ready_names(nodes()) else None
 
-        new = wait_for("a new master Ready in the lost one's place", replaced, READY_TIMEOUT, 2)
+        new = wait_for(
+            "a new master Ready in the lost one's place", replaced, READY_TIMEOUT, 2, story=story
+        )
         print(f"replacement {new} Ready {time.monotonic() - killed:.1f}s after the loss")
         (machine,) = [m for m in driver.list_machines({}) if m.name == new]
         log = driver.run(machine.machine_id, ["cat", "/var/lib/shoal-agent/logs/etcd.log"])
