@@ -213,6 +213,11 @@ class Context:
         """This conductor's clock, periods and backoff, as the outcome phases take them."""
         return Pacing.of(self.settings, self.backoff, self.now)
 
+    def pacing_for(self, name: str | None) -> Pacing:
+        """The pacing of a group in provider `name`: its floor is its driver's pace."""
+        p = self.provider(name)
+        return self.pacing if p is None else self.pacing.for_provider(p.capabilities().pace_seconds)
+
     def requeue_at(self, now: datetime, seconds: float) -> datetime:
         """`now + seconds`, jittered by the backoff's jitter."""
         return self.pacing.at(now, seconds)

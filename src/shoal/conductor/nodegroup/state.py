@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from shoal.conductor import pacing
 from shoal.db import snapshots, writes
 from shoal.db.virthosts import VirtView
 from shoal.domain import conditions as cond
@@ -28,7 +29,6 @@ from shoal.drivers.contract import (
 )
 
 LIVE = (NodeState.PENDING, NodeState.BUILDING, NodeState.ACTIVE)
-DRAIN_POLL_S = 2.0  # a node being drained is looked at again this often
 
 
 class Path(enum.Enum):
@@ -144,7 +144,7 @@ class Pass:
 
     def set(self, node: Node, **changes: Any) -> Node:
         """Change a node in the view and queue the same change for the database."""
-        new = replace(node, **changes)
+        new = replace(node, **changes, updated_at=self.now)
         self.nodes[node.uuid] = new
         row = self._updates.setdefault(node.id, {"id": node.id})
         for k, v in changes.items():
@@ -198,7 +198,7 @@ class Pass:
             )
         if step in (Drain.START, Drain.WAIT):
             self.progress = True
-            self.look_again(self.now + timedelta(seconds=DRAIN_POLL_S))
+            self.look_again(self.now + timedelta(seconds=pacing.DRAIN_POLL_S))
             return False
         if step is Drain.DONE:
             self.event("Drained", f"node {name} drained: no pod left to evict", node=node.uuid)
@@ -219,6 +219,15 @@ class Pass:
         self.nodes.pop(node.uuid, None)
         self._updates.pop(node.id, None)
         self.w.delete_ids.append(node.id)
+
+    def deleted(self, node: Node) -> None:
+        """A node whose machine was being deleted is gone: the time the delete took
+        (since the node was marked DELETING, as far as this pass can tell) teaches the
+        group's delete time (conductor/pacing.py), and the row goes."""
+        if node.state is NodeState.DELETING and node.updated_at is not None:
+            took = (self.now - node.updated_at).total_seconds()
+            self.memory = replace(self.memory, delete_s=pacing.learned(self.memory.delete_s, took))
+        self.drop(node)
 
     def flush_updates(self) -> None:
         """Move queued node changes into the write."""
