@@ -4,12 +4,13 @@ heartbeat rule."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime
 
 import pytest
 
 from shoal.conductor import pacing
 from shoal.conductor.pacing import Moving, moving_period
+from shoal.domain import fleet
 
 FAST, CLOUD, METAL = 0.2, 1.0, 30.0  # floors: the sim, Nova, bare metal
 
@@ -88,4 +89,6 @@ def test_floor_of(declared: float | None, requeue: float, floor: float) -> None:
 )
 def test_heartbeat(lease: float, period: float, window: float) -> None:
     assert pacing.heartbeat_period(lease) == pytest.approx(period)
-    assert pacing.alive_window(pacing.heartbeat_period(lease)) == timedelta(seconds=window)
+    seen = datetime(2026, 1, 1, tzinfo=UTC)
+    until = fleet.up_until(seen, pacing.heartbeat_period(lease))
+    assert (until - seen).total_seconds() == pytest.approx(window)

@@ -40,18 +40,14 @@ CREATE_SLOT_WAIT_MAX_S = 1.0
 DRAIN_POLL_S = 2.0  # a node being drained is looked at again this often
 # The heartbeat: leases are renewed, and the process reported alive, every third of a
 # lease (two beats may be missed before a lease expires), never more often than this.
+# Each process records its period in its `conductors` row, and until when it is up
+# (`fleet.MISSED_BEATS` periods later: the rule the database and the API read too).
 HEARTBEAT_MIN_S = 0.2
-MISSED_BEATS = 3  # a process is down once it has missed this many heartbeats
 
 
 def heartbeat_period(lease_seconds: float) -> float:
     """A third of the lease: two heartbeats may be missed before a lease expires."""
     return max(HEARTBEAT_MIN_S, lease_seconds / 3)
-
-
-def alive_window(period: float) -> timedelta:
-    """How long after its last report a process that beats every `period` s is up."""
-    return timedelta(seconds=MISSED_BEATS * period)
 
 
 # -- moving machines ----------------------------------------------------------------
