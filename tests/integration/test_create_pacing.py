@@ -1,18 +1,21 @@
 """Creates against a rate-limited cloud: the throttle learns the provider's pace
-from its 429s, and a paced pass hands its worker back after its time budget
-instead of waiting for every create of a large group (the rest stay intent rows
-for the next pass). Real conductor context, real sim world on SQLite."""
+from its 429s, and a paced pass hands its worker back after its time budget, or at
+a refusal, instead of waiting for every create of a large group or sleeping out the
+refusals (the rest stay intent rows for the next pass, due when the refusal says).
+Real conductor context, real sim world on SQLite."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from shoal.conductor import calls
-from shoal.conductor.context import Provider
+from shoal.conductor.context import CreateRefused, Provider
 from shoal.conductor.loop import Conductor
+from shoal.conductor.pacing import CREATE_SLOT_WAIT_MAX_S
 from shoal.db import migrations
 from shoal.db.engine import Database
 from shoal.drivers.contract import TAG_NODEGROUP, MachineSpec
@@ -21,6 +24,7 @@ from shoal.drivers.sim.driver import SimDriver
 from shoal.drivers.sim.settings import SimSettings
 from shoal.drivers.sim.world import SimWorld
 from shoal.settings import ConductorSettings
+from tests.support.waiting import scaled
 
 ZONES = ["az-1"]
 
@@ -75,17 +79,34 @@ def conductor(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Conduc
 @pytest.mark.parametrize("conductor", [(40.0, 0.25)], indirect=True)
 def test_a_paced_pass_stops_creating_after_its_budget(conductor: Conductor) -> None:
     want = specs(200)
+    started = time.monotonic()
     done = calls.ensure_all(conductor.ctx, ensure(conductor, want), budget=0.5)
-    # The bucket's 10 tokens, then 40/s for about the budget: far from all 200.
+    took = time.monotonic() - started
+    # The bucket's 10 tokens, then the pace the 429s taught: far from all 200.
     assert sim(conductor).create_throttle.rate is not None, "no 429 taught the pace"
-    assert 10 < len(done) < 100, len(done)
-    assert all(r.machine is not None and r.error is None for r in done)
-    # Exactly the attempted ones exist, in order; the rest are left for the next pass.
-    made = {m.machine_id for m in sim(conductor).driver.list_machines({TAG_NODEGROUP: "ng"})}
-    assert made == {s.machine_id for s in want[: len(done)]}
-    # The next pass picks up where this one stopped.
-    more = calls.ensure_all(conductor.ctx, ensure(conductor, want[len(done) :]), budget=0.5)
-    assert len(more) > 0 and all(r.machine is not None for r in more)
+    assert 10 <= len(done) < 100, len(done)
+    # No worker waited out the refusals: the pass ended (budget, or a refusal's wave).
+    assert took < scaled(0.5 + CREATE_SLOT_WAIT_MAX_S + 1.0), took
+    made = [r for r in done if r.machine is not None]
+    refused = [r for r in done if r.error is not None]
+    assert len(made) + len(refused) == len(done) and made
+    # A refusal is the provider's pace, with its hint, not a failure.
+    assert all(isinstance(r.error, CreateRefused) and r.error.retry_after for r in refused)
+    listed = {m.machine_id for m in sim(conductor).driver.list_machines({TAG_NODEGROUP: "ng"})}
+    assert listed == {r.spec.machine_id for r in made}
+    # The next passes pick up where this one stopped, each when the refusal said.
+    deadline = time.monotonic() + scaled(60)
+    for passes in range(1, 200):
+        left = [w for w in want if w.machine_id not in listed]
+        if not left:
+            break
+        assert time.monotonic() < deadline, f"{len(left)} left after {passes} passes"
+        more = calls.ensure_all(conductor.ctx, ensure(conductor, left), budget=0.5)
+        hints = [r.error.retry_after or 0.0 for r in more if isinstance(r.error, CreateRefused)]
+        assert all(r.error is None or isinstance(r.error, CreateRefused) for r in more)
+        listed |= {r.spec.machine_id for r in more if r.machine is not None}
+        time.sleep(max(hints, default=0.0))
+    assert listed == {w.machine_id for w in want}
 
 
 @pytest.mark.parametrize("conductor", [(0.0, 1.0)], indirect=True)

@@ -31,7 +31,11 @@ MOVING_CAP_S = 30.0
 # Late (or nothing learned): looked at again after this fraction of the time taken so far.
 MOVING_FRACTION = 0.25
 LEARN_WEIGHT = 0.3  # a new delete time's weight in the learned one (a moving average)
-# A pass starts no create after this while the provider paces creates (calls.ensure_all).
+# While creates are paced by the provider's rate limit (the throttle learned a pace), a
+# pass starts no create after this long (calls.ensure_all); its remaining intent rows are
+# created by the next pass, due when the provider takes creates again but behind groups
+# waiting longer, so that a provider's rate limit is shared by every group (no tail of
+# late groups) and no group waits long for a free worker.
 CREATE_PASS_BUDGET_S = 0.5
 # A create refused with a hint (429) is not waited for on a worker thread: the throttle
 # holds the provider's next creates, and a pass due before the hint ends waits no longer

@@ -68,7 +68,8 @@ class Pass:
     errors: list[DriverError] = field(default_factory=list)
     delete_errors: dict[str, DriverError] = field(default_factory=dict)
     progress: bool = False
-    deferred: bool = False  # creates left for the next pass (due at once)
+    deferred: bool = False  # creates left for the next pass (due at once, or by `paced_until`)
+    paced_until: datetime | None = None  # its provider takes no create before then (429s)
     failed_boots: list[str] = field(default_factory=list)  # the cloud's faults, this pass
     unhealthy: list[Node] = field(default_factory=list)  # were ready; machine failed or gone
     held: list[tuple[Node, str]] = field(default_factory=list)  # unhealthy, not repaired: why
@@ -98,6 +99,11 @@ class Pass:
         """Something unexpected went wrong in this group's part of act (the first kept)."""
         if self.crash is None:
             self.crash = exc
+
+    def defer_until(self, at: datetime) -> None:
+        """Creates are left for a pass at `at` or later (the provider's rate limit)."""
+        self.deferred = True
+        self.paced_until = at if self.paced_until is None else max(self.paced_until, at)
 
     def look_again(self, at: datetime) -> None:
         """Be due again by `at` at the latest (a timeout that ends then)."""

@@ -179,7 +179,7 @@ def _requeue_at(
         # Creates left over by the pass's time budget: due at once, but behind
         # every resource that became due while this pass ran (the pass's start
         # time would put this group ahead of them, the masters among them).
-        nxt = max(now, pace.clock())
+        nxt = max(now, pace.clock(), p.paced_until or now)
     else:
         nxt = pace.at(now, recheck_in(pace, p))
     if p.look_again_by is not None:
