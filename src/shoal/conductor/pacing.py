@@ -42,6 +42,14 @@ CREATE_PASS_BUDGET_S = 0.5
 # than this for its slot; later, its group is due again when the hint says.
 CREATE_SLOT_WAIT_MAX_S = 1.0
 DRAIN_POLL_S = 2.0  # a node being drained is looked at again this often
+# A reboot or rebuild counts as done once the machine was seen not ready and is ready
+# again, or is ready this long after the call (a reboot too quick to see), unless the
+# provider says how long its restarts take (`Capabilities.restart_seconds`).
+QUIET_DONE_S = 60.0
+# A pass that fails unexpectedly (conductor/errors.py): its resources wait as long as
+# they have been failing, at least the first and at most the last.
+FAILING_FIRST_S = 1.0
+FAILING_MAX_S = 600.0
 # The heartbeat: leases are renewed, and the process reported alive, every third of a
 # lease (two beats may be missed before a lease expires), never more often than this.
 # Each process records its period in its `conductors` row, and until when it is up
