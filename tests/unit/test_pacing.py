@@ -28,10 +28,12 @@ FAST, CLOUD, METAL = 0.2, 1.0, 30.0  # floors: the sim, Nova, bare metal
         ([Moving(2.0, learned=10.0)], FAST, 8.0),  # learned: when the first is due
         ([Moving(9.9, learned=10.0)], FAST, FAST),  # due in 0.1 s: the floor
         ([Moving(9.9, learned=10.0)], CLOUD, CLOUD),
-        ([Moving(10.0, learned=10.0)], FAST, 2.5),  # due now: a quarter of the learned time
-        ([Moving(20.0, learned=10.0)], FAST, 5.0),  # late: a quarter of the time so far
+        ([Moving(10.0, learned=10.0)], FAST, FAST),  # due now: the floor
+        ([Moving(12.0, learned=10.0)], FAST, 0.5),  # late: a quarter of how late
+        ([Moving(20.0, learned=10.0)], FAST, 2.5),
+        ([Moving(20.0, learned=10.0)], CLOUD, 2.5),
         ([Moving(1.0, learned=100.0)], FAST, 30.0),  # due far ahead: the cap
-        ([Moving(1.0, learned=0.1)], FAST, 0.25),  # late on a fast cloud
+        ([Moving(1.0, learned=0.1)], FAST, 0.225),  # late on a fast cloud
         ([Moving(1.0, learned=0.1)], CLOUD, CLOUD),
         ([Moving(0.0, learned=100.0), Moving(4.0)], FAST, 1.0),  # the soonest of both
         ([Moving(-5.0)], FAST, FAST),  # a clock step back counts as just started

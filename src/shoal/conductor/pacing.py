@@ -7,8 +7,9 @@ the conductor (periods, caps, attempt counts, the heartbeat rule).
 Machines that are moving (booting, being deleted) are looked at as the group's own
 history says they move: when the first of them should be done by the time learned
 in the group (boots: the median of its ready nodes'; deletes: remembered in the
-group's memory, `health.GroupMemory.delete_s`), and once that time has passed, or
-before anything is learned, after a fraction of the time they have taken so far.
+group's memory, `health.GroupMemory.delete_s`), and once that time has passed after a
+fraction of how late they are (before anything is learned: of the time they have
+taken so far), so that the listings grow apart as a wait grows long.
 Bounded below by the provider's floor (its driver's `Capabilities.pace_seconds`:
 seconds on a cloud, minutes on bare metal) and above by `MOVING_CAP_S`.
 """
@@ -28,7 +29,7 @@ from shoal.settings import ConductorSettings
 # the conductor's requeue period is shorter (tests), nor less often than the cap.
 MOVING_FLOOR_S = 0.2
 MOVING_CAP_S = 30.0
-# Late (or nothing learned): looked at again after this fraction of the time taken so far.
+# Late: looked at again after this fraction of how late (nothing learned: of the time so far).
 MOVING_FRACTION = 0.25
 LEARN_WEIGHT = 0.3  # a new delete time's weight in the learned one (a moving average)
 # While creates are paced by the provider's rate limit (the throttle learned a pace), a
@@ -78,15 +79,15 @@ class Moving:
 def moving_period(moves: Sequence[Moving], floor: float, cap: float = MOVING_CAP_S) -> float:
     """Seconds until a group whose machines move as `moves` says is looked at again:
     for each, the time left until the learned time when it is not over yet, else
-    (late, or nothing learned) `MOVING_FRACTION` of the time expected (the learned
-    time or the time taken so far, the longer); the soonest, within [floor, cap]."""
+    `MOVING_FRACTION` of how late it is (nothing learned: of the time taken so far),
+    so that the lag after a late machine is done stays a fraction of its lateness;
+    the soonest, within [floor, cap]."""
     cap = max(cap, floor)
     periods = []
     for m in moves:
-        elapsed = max(0.0, m.elapsed)
-        left = (m.learned - elapsed) if m.learned is not None else 0.0
-        late = MOVING_FRACTION * max(m.learned or 0.0, elapsed)
-        periods.append(min(max(left if left > 0 else late, floor), cap))
+        late = max(0.0, m.elapsed) - (m.learned or 0.0)
+        period = -late if late < 0 else MOVING_FRACTION * late
+        periods.append(min(max(period, floor), cap))
     return min(periods) if periods else floor
 
 
