@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from shoal.drivers.sim.driver import SimDriver
 from shoal.drivers.sim.settings import SimSettings
 from shoal.drivers.sim.world import SimWorld
 from shoal.settings import ConductorSettings
+from tests.integration.conductor_support import FAST_SIM, env_at
 from tests.support.waiting import scaled
 
 ZONES = ["az-1"]
@@ -114,3 +116,19 @@ def test_an_unpaced_pass_ignores_the_budget(conductor: Conductor) -> None:
     done = calls.ensure_all(conductor.ctx, ensure(conductor, specs(150)), budget=0.0)
     assert sim(conductor).create_throttle.rate is None
     assert len(done) == 150 and all(r.machine is not None for r in done)
+
+
+def test_a_conductor_creates_a_group_through_refusals_without_failing_it(tmp_path: Path) -> None:
+    """Real passes (`run_once`) against a sim that refuses creates past 20/s: every
+    refusal ends its pass with the group due when the hint says, the group is never
+    reported failing or retrying for it, and every node is created once."""
+    sim_settings = replace(FAST_SIM, rate_limit_per_s=20.0, rate_limit_burst_s=0.25)
+    with env_at(f"sqlite:///{tmp_path / 'shoal.db'}", sim=sim_settings) as env:
+        workers = {"name": "w", "flavor_id": "m1.small", "node_count": 40}
+        master = {"name": "m", "role": "master", "flavor_id": "m1.small", "node_count": 1}
+        cid = env.create("paced", [master, workers])
+        env.step_until(env.complete(cid), timeout=60)
+        assert sim(env.conductor).create_throttle.refusals > 0, "the sim refused nothing"
+        assert len(env.servers(cid)) == 41
+        warned = [e.reason for e in env.events(cid) if e.type == "Warning"]
+        assert warned == [], warned
