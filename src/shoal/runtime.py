@@ -86,7 +86,7 @@ class Runtime:
         while True:
             try:
                 with self.db.core_write() as s:
-                    registry.report_alive(s, self.host, utcnow(), registry.API)
+                    registry.report_alive(s, self.host, utcnow(), PRESENCE_SECONDS, registry.API)
             except Exception:  # the database is away: say so, try again next period
                 log.warning("could not report this process alive", exc_info=True)
             if self._presence.wait(PRESENCE_SECONDS):

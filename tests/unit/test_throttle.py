@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import random
 
-from shoal.conductor.throttle import Throttle
+import pytest
+
+from shoal.conductor.throttle import Held, Throttle
 
 
 class Cloud:
@@ -131,3 +133,27 @@ def test_after_a_stall_the_pace_spends_the_providers_burst() -> None:
     bound = (3000 - 10) / 100
     assert cloud.t <= bound * 1.04, cloud.t / bound
     assert cloud.refused < 3000 * 0.1
+
+
+@pytest.mark.parametrize(
+    ("hold", "max_wait", "waits"),
+    [
+        (0.5, 1.0, True),  # the slot comes within what the caller waits: it waits
+        (3.0, 1.0, False),  # further: Held says when, nothing slept
+        (3.0, None, True),  # no bound: it waits (the throttle's own callers)
+    ],
+)
+def test_a_caller_waits_no_longer_than_it_says(
+    hold: float, max_wait: float | None, waits: bool
+) -> None:
+    cloud = Cloud(10.0)
+    th = Throttle(now=cloud.now, sleep=cloud.sleep)
+    th.refused(hold)
+    assert th.free_in() == pytest.approx(hold)
+    if waits:
+        assert th.acquire(max_wait) == pytest.approx(hold)
+        assert cloud.t == pytest.approx(hold)
+    else:
+        with pytest.raises(Held) as held:
+            th.acquire(max_wait)
+        assert held.value.seconds == pytest.approx(hold) and cloud.t == 0.0

@@ -1,8 +1,9 @@
 """Driver calls of a pass, run in parallel on the conductor's bounded pool.
 
 Each call goes through its provider's limits (rate, concurrency, per target);
-creates are also paced to the rate the provider accepts (conductor/throttle.py)
-and a 429 is retried.
+creates are also paced to the rate the provider accepts (conductor/throttle.py);
+a 429 is not retried here: the create is `CreateRefused`, the waves stop, and its
+group's pass ends due again when the refusal says (no worker sleeps it out).
 Creates run in waves of `driver_concurrency`; a wave that meets a quota block
 stops the next waves (the rest would be refused too). While the provider paces
 creates (the throttle learned its rate), a pass starts no create after a time

@@ -19,7 +19,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from shoal.conductor.kinds import KINDS, Batch, WorkKind
 from shoal.db import leases, queue, registry
@@ -43,7 +43,6 @@ class Claims:
         now: Callable[[], datetime],
         idle_workers: Callable[[], int],
         wake: Callable[[], None],
-        alive_window: timedelta,
     ) -> None:
         self.db = db
         self.holder = holder
@@ -51,7 +50,6 @@ class Claims:
         self._now = now
         self._idle_workers = idle_workers
         self._wake = wake
-        self.alive_window = alive_window  # a conductor is live when it reported within it
         self._lock = threading.Lock()
         self._held: set[str] = set()
         self._claiming: dict[str, int] = {k.name: 0 for k in KINDS}
@@ -172,7 +170,7 @@ class Claims:
         now = self._now()
         live = self.live  # the heartbeat's count (every lease / 3 s)
         if live is None:
-            live = registry.live_conductors(self.db, now - self.alive_window)
+            live = registry.live_conductors(self.db, now)
         if live <= 1:
             return False
         load = self._due(kind, now)

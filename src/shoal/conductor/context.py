@@ -20,9 +20,9 @@ from typing import TypeVar
 from shoal.conductor.backoff import Backoff
 from shoal.conductor.delegations import StoredDelegations
 from shoal.conductor.kubeapi import KubeAccess
-from shoal.conductor.pacing import Pacing
+from shoal.conductor.pacing import CREATE_SLOT_WAIT_MAX_S, Pacing
 from shoal.conductor.ratelimit import RateLimiter
-from shoal.conductor.throttle import Throttle
+from shoal.conductor.throttle import Held, Throttle
 from shoal.db.engine import Database
 from shoal.db.snapshots import GroupPlace
 from shoal.domain.bootstrap import ClusterSecrets
@@ -32,6 +32,12 @@ from shoal.settings import ConductorSettings
 
 T = TypeVar("T")
 GROUP_PROVIDERS_MAX = 100_000
+
+
+class CreateRefused(TransientError):
+    """A create the provider's rate limit refused (a 429 with a hint), or that its
+    throttle holds for longer than a worker waits: not a failure. Its group's pass ends
+    with the group due again after `retry_after` seconds."""
 
 
 @dataclass
@@ -189,29 +195,37 @@ class Context:
                     p.limiter.hold(exc.retry_after)
                 raise
 
-    def create(
-        self, p: Provider, fn: Callable[[], T], zone: str | None = None, max_refusals: int = 50
-    ) -> T:
-        """A create call paced by the provider's throttle; a refusal with a retry-after
-        hint (429) is retried after the hint instead of failing the pass."""
-        refusals = 0
-        while True:
-            p.create_throttle.acquire()
-            try:
-                out = self.call(p, fn, zone)
-            except TransientError as exc:
-                if exc.retry_after is None or refusals >= max_refusals:
-                    raise
-                refusals += 1
-                p.create_throttle.refused(exc.retry_after)
-                continue
-            p.create_throttle.accepted()
-            return out
+    def create(self, p: Provider, fn: Callable[[], T], zone: str | None = None) -> T:
+        """One create call paced by the provider's throttle. A refusal with a
+        retry-after hint (429), or a slot further than `CREATE_SLOT_WAIT_MAX_S`, is
+        `CreateRefused`: the throttle learns from it, and the pass ends with its group
+        due again when the hint says (no worker thread waits for it)."""
+        try:
+            p.create_throttle.acquire(CREATE_SLOT_WAIT_MAX_S)
+        except Held as held:
+            raise CreateRefused(
+                f"provider {p.name} takes no create for {held.seconds:.3g} s (its rate limit)",
+                held.seconds,
+            ) from None
+        try:
+            out = self.call(p, fn, zone)
+        except TransientError as exc:
+            if exc.retry_after is None:
+                raise
+            p.create_throttle.refused(exc.retry_after)
+            raise CreateRefused(exc.reason, exc.retry_after) from exc
+        p.create_throttle.accepted()
+        return out
 
     @property
     def pacing(self) -> Pacing:
         """This conductor's clock, periods and backoff, as the outcome phases take them."""
         return Pacing.of(self.settings, self.backoff, self.now)
+
+    def pacing_for(self, name: str | None) -> Pacing:
+        """The pacing of a group in provider `name`: its floor is its driver's pace."""
+        p = self.provider(name)
+        return self.pacing if p is None else self.pacing.for_provider(p.capabilities().pace_seconds)
 
     def requeue_at(self, now: datetime, seconds: float) -> datetime:
         """`now + seconds`, jittered by the backoff's jitter."""

@@ -16,11 +16,10 @@ import logging
 from collections.abc import Sequence
 from datetime import datetime
 
+from shoal.conductor import pacing
 from shoal.conductor.context import Context
 from shoal.db import leases, outcomes, queue
 
-FIRST_DELAY_S = 1.0
-MAX_DELAY_S = 600.0
 MESSAGE_MAX = 500
 
 log = logging.getLogger(__name__)
@@ -28,7 +27,7 @@ log = logging.getLogger(__name__)
 
 def delay_after(ctx: Context, failing_for: float) -> float:
     """Seconds before the next pass of a resource failing for `failing_for` seconds."""
-    return ctx.backoff.jittered(min(MAX_DELAY_S, max(FIRST_DELAY_S, failing_for)))
+    return ctx.backoff.jittered(min(pacing.FAILING_MAX_S, max(pacing.FAILING_FIRST_S, failing_for)))
 
 
 def describe(exc: BaseException) -> str:

@@ -15,6 +15,7 @@ from datetime import datetime
 from shoal.conductor import sweeper
 from shoal.conductor.claims import Claims
 from shoal.conductor.context import Context, Provider
+from shoal.conductor.pacing import heartbeat_period
 from shoal.db import leases, providers, queue, registry
 from shoal.drivers.contract import DriverError
 
@@ -45,8 +46,8 @@ class Housekeeping:
             leases.renew(
                 s, self.ctx.holder, self.claims.held(), now, self.ctx.settings.lease_seconds
             )
-            registry.report_alive(s, self.host, now)
-        self.claims.live = registry.live_conductors(self.ctx.db, now - self.claims.alive_window)
+            registry.report_alive(s, self.host, now, self.period)
+        self.claims.live = registry.live_conductors(self.ctx.db, now)
         if queue.requeue_unobserved(self.ctx.db, now):
             self.wake()
 
@@ -96,8 +97,3 @@ def check(p: Provider, now: datetime, host: str) -> providers.Check:
         "features": sorted(caps.features),
     }
     return providers.Check(p.name, p.driver.name, True, None, facts, now, host)
-
-
-def heartbeat_period(lease_seconds: float) -> float:
-    """A third of the lease: two heartbeats may be missed before a lease expires."""
-    return max(0.2, lease_seconds / 3)

@@ -24,13 +24,13 @@ import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from shoal.conductor import calls, errors
 from shoal.conductor.claims import Claims
 from shoal.conductor.context import Context
 from shoal.conductor.delegations import StoredDelegations
-from shoal.conductor.housekeeping import Housekeeping, heartbeat_period
+from shoal.conductor.housekeeping import Housekeeping
 from shoal.conductor.kinds import KINDS, Batch, WorkKind
 from shoal.db import leases, notify, queue, registry
 from shoal.db.engine import Database
@@ -92,7 +92,6 @@ class Conductor:
             now=now,
             idle_workers=self._idle_workers,
             wake=self.wake,
-            alive_window=timedelta(seconds=3 * heartbeat_period(settings.lease_seconds)),
         )
         self.housekeeping = Housekeeping(self.ctx, self.claims, self.host, self.wake)
         self.listener: notify.Listener | None = None

@@ -23,6 +23,14 @@ STEP = 0.05  # a refusal on schedule lowers the pace by this fraction
 IDLE_GAP = 2.0  # a gap longer than this many paced slots was idle time, not the limit
 
 
+class Held(Exception):
+    """The next slot is further than the caller would wait: `seconds` from now."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"held for {seconds:.3g} s")
+        self.seconds = seconds
+
+
 class Throttle:
     """A learned pace for one kind of provider call, shared by every thread."""
 
@@ -43,8 +51,9 @@ class Throttle:
         self._last_start = float("-inf")  # when the latest call really went
         self._since_change = 0  # accepted calls since the pace was last lowered
 
-    def acquire(self) -> float:
-        """Wait for this call's slot; return the seconds waited.
+    def acquire(self, max_wait: float | None = None) -> float:
+        """Wait for this call's slot; return the seconds waited. `max_wait`: a slot
+        further than that is not waited for: `Held` says when it comes instead.
 
         Callers pass one at a time, each one slot after the previous call really
         went: a caller woken late delays the next instead of bunching with it
@@ -54,15 +63,26 @@ class Throttle:
             while True:
                 with self._lock:
                     now = self._now()
-                    at = max(now, self._held_until)
-                    if self.rate is not None:
-                        at = max(at, self._last_start + 1.0 / self.rate)
-                    wait = at - now
+                    wait = self._next_slot(now) - now
                     if wait <= 0:
                         self._last_start = now
                         return waited
+                if max_wait is not None and waited + wait > max_wait:
+                    raise Held(wait)
                 self._sleep(wait)
                 waited += wait
+
+    def free_in(self) -> float:
+        """Seconds until the next slot (0: now)."""
+        with self._lock:
+            now = self._now()
+            return max(0.0, self._next_slot(now) - now)
+
+    def _next_slot(self, now: float) -> float:
+        at = max(now, self._held_until)
+        if self.rate is not None:
+            at = max(at, self._last_start + 1.0 / self.rate)
+        return at
 
     def accepted(self) -> None:
         """The provider took a call: remember when, and probe a little faster."""

@@ -11,19 +11,26 @@ from sqlalchemy import func, select, update
 
 from shoal.db.engine import Database, Executor, dialect_of, upsert
 from shoal.db.tables import ConductorRow, table_of
+from shoal.domain import fleet
 
 BINARY = "shoal-conductor"
 API = "shoal-api"
 
 
-def report_alive(session: Executor, host: str, now: datetime, binary: str = BINARY) -> None:
-    """Register or refresh this process in `conductors` (report_count += 1)."""
+def report_alive(
+    session: Executor, host: str, now: datetime, period: float, binary: str = BINARY
+) -> None:
+    """Register or refresh this process in `conductors` (report_count += 1), with the
+    period it reports with and until when that makes it up (domain/fleet.py)."""
+    until = fleet.up_until(now, period)
     ins = upsert(dialect_of(session), table_of(ConductorRow)).values(
         host=host,
         binary=binary,
         report_count=1,
         disabled=False,
         last_seen_up=now,
+        heartbeat_seconds=period,
+        up_until=until,
         created_at=now,
     )
     stmt = ins.on_conflict_do_update(
@@ -31,6 +38,8 @@ def report_alive(session: Executor, host: str, now: datetime, binary: str = BINA
         set_={
             "report_count": ConductorRow.report_count + 1,
             "last_seen_up": now,
+            "heartbeat_seconds": period,
+            "up_until": until,
             "updated_at": now,
         },
     )
@@ -43,19 +52,19 @@ def report_gone(db: Database, host: str, binary: str = BINARY) -> None:
         s.execute(
             update(ConductorRow)
             .where(ConductorRow.host == host, ConductorRow.binary == binary)
-            .values(last_seen_up=None)
+            .values(last_seen_up=None, up_until=None)
         )
 
 
-def live_conductors(db: Database, alive_since: datetime) -> int:
-    """Conductors that reported since `alive_since` and are not disabled."""
+def live_conductors(db: Database, now: datetime) -> int:
+    """Conductors up at `now` (by the period each recorded) and not disabled."""
     with db.core_read() as s:
         n = s.scalar(
             select(func.count())
             .select_from(ConductorRow)
             .where(
                 ConductorRow.binary == BINARY,
-                ConductorRow.last_seen_up >= alive_since,
+                ConductorRow.up_until >= now,
                 ConductorRow.disabled.is_(False),
             )
         )

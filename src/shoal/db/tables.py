@@ -14,6 +14,7 @@ from typing import Any, cast
 
 from sqlalchemy import (
     Boolean,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -208,6 +209,9 @@ class ConductorRow(Timestamps, Base):
     disabled: Mapped[bool] = mapped_column(Boolean, default=False)
     disabled_reason: Mapped[str | None] = mapped_column(Text)
     last_seen_up: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    heartbeat_seconds: Mapped[float | None] = mapped_column(Float)  # it reports this often
+    # Up until then: MISSED_BEATS periods after its last report (domain/fleet.py).
+    up_until: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
 
 class QuotaRow(Timestamps, Base):

@@ -34,8 +34,16 @@ class Conductor:
     last_seen_up: datetime | None
     created_at: datetime | None
     updated_at: datetime | None
+    heartbeat_seconds: float | None = None  # the period it reports with, as it recorded
+    up_until: datetime | None = None  # up until then (`up_until`), unless it reports again
 
 
-def state(seen: datetime | None, now: datetime, heartbeat_s: float) -> str:
-    """`up` when last seen within MISSED_BEATS heartbeats of `now`, else `down`."""
-    return "up" if seen and now - seen <= timedelta(seconds=MISSED_BEATS * heartbeat_s) else "down"
+def up_until(seen: datetime, heartbeat_s: float) -> datetime:
+    """Until when a process last seen at `seen` that reports every `heartbeat_s` seconds
+    is up: MISSED_BEATS heartbeats later (recorded in its row when it reports)."""
+    return seen + timedelta(seconds=MISSED_BEATS * heartbeat_s)
+
+
+def state(until: datetime | None, now: datetime) -> str:
+    """`up` while `now` is at most its recorded `up_until`, else `down`."""
+    return "up" if until is not None and now <= until else "down"

@@ -49,6 +49,9 @@ class GroupMemory:
     # Nodes the repair ladder replaced, by name -> why: the group stays unhealthy until
     # their successors are ready.
     replaced: Mapping[str, str] = field(default_factory=dict)
+    # How long a machine of the group takes to be deleted, as learned from those that
+    # went (seconds; None: none went yet): conductor/pacing.py paces deletes by it.
+    delete_s: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -64,6 +67,7 @@ class GroupMemory:
             ),
             "drains": {n: t.isoformat() for n, t in self.drains.items()},
             "replaced": dict(self.replaced),
+            "delete_s": self.delete_s,
         }
 
     @classmethod
@@ -87,6 +91,7 @@ class GroupMemory:
             ),
             drains={n: datetime.fromisoformat(t) for n, t in (data.get("drains") or {}).items()},
             replaced=dict(data.get("replaced") or {}),
+            delete_s=float(d) if (d := data.get("delete_s")) is not None else None,
         )
 
 

@@ -222,7 +222,11 @@ class Capabilities:
     `restart_seconds`: the longest a reboot or rebuild takes, in real seconds, when
     the driver knows it (the sim, from its time scale); a machine ready again that
     long after the call counts as restarted even if no listing saw it down. None:
-    the conductor's default (a minute)."""
+    the conductor's default (a minute).
+    `pace_seconds`: the driver's typical pace, in real seconds: how often, at most,
+    the conductor looks at a group whose machines are booting or being deleted
+    before it has learned how long they take there (conductor/pacing.py: a floor
+    under what it learns). None: the conductor's default."""
 
     availability_zones: Sequence[str] = ()
     flavors: Sequence[str] = ()
@@ -230,6 +234,7 @@ class Capabilities:
     features: frozenset[Feature] = frozenset()
     zones_are_targets: bool = False
     restart_seconds: float | None = None
+    pace_seconds: float | None = None
 
     def has(self, feature: Feature) -> bool:
         return feature in self.features

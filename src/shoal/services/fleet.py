@@ -12,8 +12,6 @@ from shoal.domain import fleet as rules
 from shoal.domain import policy
 from shoal.services.context import Caller
 
-HEARTBEAT_SECONDS = 10.0
-
 
 @dataclass(frozen=True)
 class ServiceInfo:
@@ -30,12 +28,11 @@ def stats(db: Database, caller: Caller) -> dict[str, int]:
     return {"clusters": n_clusters, "nodes": n_nodes}
 
 
-def mservices(
-    db: Database, caller: Caller, heartbeat_s: float = HEARTBEAT_SECONDS
-) -> list[ServiceInfo]:
-    """Conductors; `up` when seen within three heartbeats."""
+def mservices(db: Database, caller: Caller) -> list[ServiceInfo]:
+    """Conductors; `up` while within the three heartbeats each recorded with its last
+    report (its own period: no setting of this process is assumed)."""
     policy.enforce(caller, "mservice:get_all")
     now = utcnow()
     with db.read() as s:
         found = fleet.conductors(s)
-    return [ServiceInfo(c, rules.state(c.last_seen_up, now, heartbeat_s)) for c in found]
+    return [ServiceInfo(c, rules.state(c.up_until, now)) for c in found]

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from datetime import timedelta
 
-from shoal.conductor import calls
-from shoal.conductor.context import Context, Provider
+from shoal.conductor import calls, pacing
+from shoal.conductor.context import Context, CreateRefused, Provider
 from shoal.conductor.nodegroup import operate, spec
 from shoal.conductor.nodegroup.observe import fold
 from shoal.conductor.nodegroup.state import Pass, Path
@@ -29,13 +30,6 @@ from shoal.drivers.contract import (
     GroupRequest,
     MachineState,
 )
-
-# While creates are paced by the provider's rate limit (the throttle learned a
-# pace), a pass starts no create after this long; its remaining intent rows are
-# created by the next pass, due at once but behind groups waiting longer, so that
-# a provider's rate limit is shared by every group (no tail of late groups) and
-# no group waits long for a free worker.
-CREATE_PASS_BUDGET_S = 0.5
 
 
 def act(ctx: Context, passes: list[Pass]) -> None:
@@ -133,7 +127,7 @@ def _creates(ctx: Context, passes: list[tuple[Pass, Provider]]) -> None:
     answered = dict(asked)
     for uid in owner:
         asked[id(owner[uid])] += 1
-    results = [r for t in tiers if t for r in calls.ensure_all(ctx, t, CREATE_PASS_BUDGET_S)]
+    results = [r for t in tiers if t for r in calls.ensure_all(ctx, t, pacing.CREATE_PASS_BUDGET_S)]
     for r in results:
         p = owner[r.spec.machine_id]
         answered[id(p)] += 1
@@ -141,10 +135,11 @@ def _creates(ctx: Context, passes: list[tuple[Pass, Provider]]) -> None:
             p.crashed(r.crash)
         with _guarded(p):
             _answered(p, r)
-    for p, _ in passes:
+    for p, provider in passes:
         # Stopped by the time budget, not by an error: the rest go in the next pass.
         stopped = answered[id(p)] < asked[id(p)] and len(p.errors) == errors_before[id(p)]
-        p.deferred = p.deferred or stopped
+        if stopped:  # due when its provider takes creates again
+            p.defer_until(p.now + timedelta(seconds=provider.create_throttle.free_in()))
 
 
 def _answered(p: Pass, r: calls.EnsureResult) -> None:
@@ -166,6 +161,8 @@ def _answered(p: Pass, r: calls.EnsureResult) -> None:
         if r.machine.state is MachineState.BUILDING and node.state is NodeState.PENDING:
             p.set(node, state=NodeState.BUILDING)
         p.progress = True
+    elif isinstance(r.error, CreateRefused):  # the provider's pace: not a failure
+        p.defer_until(p.now + timedelta(seconds=r.error.retry_after or 0.0))
     elif r.error is not None:
         _refused(p, r.error)
         if node.reason != r.error.reason:

@@ -33,7 +33,7 @@ def plan(p: Pass, vms_left: int = 0) -> None:
         return
     for node in list(p.nodes.values()):
         if node.uuid not in p.machines:
-            p.drop(node)
+            p.deleted(node)
         elif node.state is not NodeState.DELETING:
             p.set(node, state=NodeState.DELETING)
     p.to_delete = [
@@ -44,13 +44,14 @@ def plan(p: Pass, vms_left: int = 0) -> None:
 
 
 def conclude(pace: Pacing, p: Pass) -> None:
-    """After the calls: say what is left and look again soon (later after a refusal)."""
+    """After the calls: say what is left and look again when the pacing rule says
+    (conductor/pacing.py: as the deletes have gone so far; later after a refusal)."""
     g, now = p.snap.group, p.now
     status.retry_events(p)
     left = len(p.machines)
     msg = p.hosts_wait or f"waiting for {left} machine(s) to be deleted"
     conds = cond.set_false(g.conditions, cond.READY, cond.DELETION_IN_PROGRESS, msg, now)
-    delay = pace.requeue_seconds if p.delete_errors else pace.progress_seconds
+    delay = pace.requeue_seconds if p.delete_errors else status.recheck_in(pace, p)
     p.w.status = writes.StatusWrite(
         g.generation,
         st.derive(g.status, st.Outcome.IN_PROGRESS, deleting=True),
@@ -58,4 +59,5 @@ def conclude(pace: Pacing, p: Pass) -> None:
         conds,
         False,
         pace.at(now, delay),
+        p.memory.to_json() if p.memory != p.snap.memory else None,
     )

@@ -30,7 +30,7 @@ def observe(p: Pass) -> None:
         m = p.machines.get(node.uuid)
         if node.state is NodeState.DELETING:
             if m is None:
-                p.drop(node)
+                p.deleted(node)
             elif m.state is not MachineState.DELETING:
                 p.to_delete.append(node.uuid)
             continue

@@ -16,6 +16,7 @@ from datetime import timedelta
 from typing import Any
 
 from shoal.agent import protocol
+from shoal.conductor import pacing
 from shoal.conductor.nodegroup import spec
 from shoal.conductor.nodegroup.state import DriverOp as DriverOp  # act and observe name it here
 from shoal.conductor.nodegroup.state import Pass
@@ -23,11 +24,6 @@ from shoal.domain import health, revision
 from shoal.domain import operations as ops
 from shoal.domain.model import NodeState, NodeTask
 from shoal.drivers.contract import MachineState
-
-# A reboot or rebuild counts as done once the machine was seen not ready and is
-# ready again, or is ready this long after the call (a reboot too quick to see),
-# unless the provider says how long its restarts take (the sim, in its time scale).
-QUIET_DONE_S = 60.0
 
 
 def operate(p: Pass) -> None:
@@ -113,7 +109,7 @@ def _ended(p: Pass, t: NodeTask) -> str | None:
         if not t.output:
             _update(p, t, ops.RUNNING, f"{t.kind} under way")  # seen going down
         return None
-    quiet_s = QUIET_DONE_S if p.restart_seconds is None else p.restart_seconds
+    quiet_s = pacing.QUIET_DONE_S if p.restart_seconds is None else p.restart_seconds
     quiet = t.started_at is not None and p.now - t.started_at > timedelta(seconds=quiet_s)
     if m.state is MachineState.ACTIVE and (t.output or quiet):
         if t.kind == ops.REBUILD:

@@ -105,9 +105,9 @@ def _conclude(ctx: Context, p: Pass) -> None:
     """The outcome of a pass that acted."""
     p.flush_updates()
     if p.path is Path.DELETE:
-        delete.conclude(ctx.pacing, p)
+        delete.conclude(ctx.pacing_for(p.provider), p)
     else:
-        status.conclude(ctx.pacing, p)
+        status.conclude(ctx.pacing_for(p.provider), p)
 
 
 def plan(ctx: Context, p: Pass) -> None:
@@ -116,22 +116,22 @@ def plan(ctx: Context, p: Pass) -> None:
     provider = ctx.provider(p.provider)
     if provider is None:
         p.path = Path.CONCLUDE
-        status.conclude(ctx.pacing, p, permanent=unconfigured(ctx, p.provider))
+        status.conclude(ctx.pacing_for(p.provider), p, permanent=unconfigured(ctx, p.provider))
     elif p.listing_error is not None:
         p.path = Path.CONCLUDE
-        status.listing_failed(ctx.pacing, p)
+        status.listing_failed(ctx.pacing_for(p.provider), p)
     elif g.deleting or p.snap.cluster_deleting:
         p.path = Path.DELETE
         hosts_last = p.snap.cluster_deleting and g.spec.role == ROLE_VIRT
         delete.plan(p, virthosts.vm_nodes_left(ctx.db, g.cluster_id) if hosts_last else 0)
         if p.hosts_wait:
-            delete.conclude(ctx.pacing, p)
+            delete.conclude(ctx.pacing_for(p.provider), p)
     elif st.is_failed(g.status) and g.observed_generation >= g.generation:
         p.path = Path.CONCLUDE
         status.resting(p)  # FAILED waits for a retry (new generation)
     elif problems := spec.validate(p, provider.driver.validate):
         p.path = Path.CONCLUDE
-        status.conclude(ctx.pacing, p, permanent="; ".join(problems))
+        status.conclude(ctx.pacing_for(p.provider), p, permanent="; ".join(problems))
     else:
         caps = provider.capabilities()
         p.features = frozenset(caps.features)

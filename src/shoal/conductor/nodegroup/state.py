@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from shoal.conductor import pacing
 from shoal.db import snapshots, writes
 from shoal.db.virthosts import VirtView
 from shoal.domain import conditions as cond
@@ -28,7 +29,6 @@ from shoal.drivers.contract import (
 )
 
 LIVE = (NodeState.PENDING, NodeState.BUILDING, NodeState.ACTIVE)
-DRAIN_POLL_S = 2.0  # a node being drained is looked at again this often
 
 
 class Path(enum.Enum):
@@ -68,7 +68,8 @@ class Pass:
     errors: list[DriverError] = field(default_factory=list)
     delete_errors: dict[str, DriverError] = field(default_factory=dict)
     progress: bool = False
-    deferred: bool = False  # creates left for the next pass (due at once)
+    deferred: bool = False  # creates left for the next pass (due at once, or by `paced_until`)
+    paced_until: datetime | None = None  # its provider takes no create before then (429s)
     failed_boots: list[str] = field(default_factory=list)  # the cloud's faults, this pass
     unhealthy: list[Node] = field(default_factory=list)  # were ready; machine failed or gone
     held: list[tuple[Node, str]] = field(default_factory=list)  # unhealthy, not repaired: why
@@ -98,6 +99,11 @@ class Pass:
         """Something unexpected went wrong in this group's part of act (the first kept)."""
         if self.crash is None:
             self.crash = exc
+
+    def defer_until(self, at: datetime) -> None:
+        """Creates are left for a pass at `at` or later (the provider's rate limit)."""
+        self.deferred = True
+        self.paced_until = at if self.paced_until is None else max(self.paced_until, at)
 
     def look_again(self, at: datetime) -> None:
         """Be due again by `at` at the latest (a timeout that ends then)."""
@@ -144,7 +150,7 @@ class Pass:
 
     def set(self, node: Node, **changes: Any) -> Node:
         """Change a node in the view and queue the same change for the database."""
-        new = replace(node, **changes)
+        new = replace(node, **changes, updated_at=self.now)
         self.nodes[node.uuid] = new
         row = self._updates.setdefault(node.id, {"id": node.id})
         for k, v in changes.items():
@@ -198,7 +204,7 @@ class Pass:
             )
         if step in (Drain.START, Drain.WAIT):
             self.progress = True
-            self.look_again(self.now + timedelta(seconds=DRAIN_POLL_S))
+            self.look_again(self.now + timedelta(seconds=pacing.DRAIN_POLL_S))
             return False
         if step is Drain.DONE:
             self.event("Drained", f"node {name} drained: no pod left to evict", node=node.uuid)
@@ -219,6 +225,15 @@ class Pass:
         self.nodes.pop(node.uuid, None)
         self._updates.pop(node.id, None)
         self.w.delete_ids.append(node.id)
+
+    def deleted(self, node: Node) -> None:
+        """A node whose machine was being deleted is gone: the time the delete took
+        (since the node was marked DELETING, as far as this pass can tell) teaches the
+        group's delete time (conductor/pacing.py), and the row goes."""
+        if node.state is NodeState.DELETING and node.updated_at is not None:
+            took = (self.now - node.updated_at).total_seconds()
+            self.memory = replace(self.memory, delete_s=pacing.learned(self.memory.delete_s, took))
+        self.drop(node)
 
     def flush_updates(self) -> None:
         """Move queued node changes into the write."""

@@ -17,7 +17,7 @@ import statistics
 from datetime import datetime, timedelta
 
 from shoal.conductor.nodegroup.state import Pass
-from shoal.conductor.pacing import Pacing
+from shoal.conductor.pacing import Moving, Pacing
 from shoal.db import writes
 from shoal.domain import conditions as cond
 from shoal.domain import health, node_programs, outcome
@@ -179,7 +179,7 @@ def _requeue_at(
         # Creates left over by the pass's time budget: due at once, but behind
         # every resource that became due while this pass ran (the pass's start
         # time would put this group ahead of them, the masters among them).
-        nxt = max(now, pace.clock())
+        nxt = max(now, pace.clock(), p.paced_until or now)
     else:
         nxt = pace.at(now, recheck_in(pace, p))
     if p.look_again_by is not None:
@@ -243,28 +243,37 @@ def _is_blocked(reason: str | None) -> bool:
 
 
 def recheck_in(pace: Pacing, p: Pass) -> float:
-    """Seconds until a group in progress is looked at again. Booting nodes are due
-    when the boot time learned in this group (median of its ready nodes) says the
-    first of them should be up, bounded by the progress period below and by
-    max(requeue period, that boot time) above; before anything is learned the
-    fixed periods apply, and machines being deleted are looked at every progress
-    period."""
-    base, fast = pace.requeue_seconds, pace.progress_seconds
-    nodes = p.nodes.values()
+    """Seconds until a group in progress is looked at again: with machines moving
+    (booting, being deleted), as the pacing rule says from how long they have taken
+    so far and how long they take in this group (conductor/pacing.py); else the
+    progress period after progress, the requeue period otherwise."""
+    moves = moving(p)
+    if moves:
+        return pace.moving(moves)
+    return pace.progress_seconds if p.progress else pace.requeue_seconds
+
+
+def moving(p: Pass) -> list[Moving]:
+    """How the group's machines move now: the oldest booting one since its create
+    and the boot time learned from its ready nodes (the median); the oldest being
+    deleted since it was marked, and the delete time the group remembers."""
+    nodes, now = p.nodes.values(), p.now
+    out = []
     waiting = [n for n in nodes if n.state in (NodeState.PENDING, NodeState.BUILDING)]
-    boots = [
-        (n.ready_at - n.created_at).total_seconds()
-        for n in nodes
-        if n.state is NodeState.ACTIVE and n.ready_at is not None and n.created_at is not None
-    ]
-    if any(n.state is NodeState.DELETING for n in nodes):
-        return fast  # machines being deleted: their end is not predicted
-    if not waiting or not boots:
-        return fast if p.progress else base
-    boot = statistics.median(boots)
-    first = min((n.created_at or p.now) for n in waiting)
-    due = (first - p.now).total_seconds() + boot
-    return min(max(due, fast), max(base, boot))
+    if waiting:
+        boots = [
+            (n.ready_at - n.created_at).total_seconds()
+            for n in nodes
+            if n.state is NodeState.ACTIVE and n.ready_at is not None and n.created_at is not None
+        ]
+        first = min((n.created_at or now) for n in waiting)
+        boot = statistics.median(boots) if boots else None
+        out.append(Moving((now - first).total_seconds(), boot))
+    deleting = [n for n in nodes if n.state is NodeState.DELETING]
+    if deleting:
+        first = min((n.updated_at or now) for n in deleting)
+        out.append(Moving((now - first).total_seconds(), p.memory.delete_s))
+    return out
 
 
 def _events(p: Pass, new_status: str, reason: str | None, ready: int) -> None:

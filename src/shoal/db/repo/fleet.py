@@ -25,7 +25,8 @@ def counts(session: Session, scope: Scope) -> tuple[int, int]:
 
 
 def conductors(session: Session) -> list[Conductor]:
-    """Every conductor process that ever reported, oldest first."""
+    """Every conductor process that ever reported, oldest first (with until when it is
+    up, as it recorded: one query says which are)."""
     rows = session.scalars(
         select(ConductorRow).where(ConductorRow.binary == registry.BINARY).order_by(ConductorRow.id)
     )
@@ -38,6 +39,8 @@ def conductors(session: Session) -> list[Conductor]:
             disabled=r.disabled,
             disabled_reason=r.disabled_reason,
             last_seen_up=r.last_seen_up,
+            heartbeat_seconds=r.heartbeat_seconds,
+            up_until=r.up_until,
             created_at=r.created_at,
             updated_at=r.updated_at,
         )

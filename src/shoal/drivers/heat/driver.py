@@ -39,6 +39,7 @@ from shoal.drivers.heat.cloud import Cloud
 from shoal.drivers.heat.settings import HeatSettings
 
 FEATURES = frozenset({Feature.PER_GROUP})
+PACE_S = 2.0  # a stack update takes seconds at least (Capabilities.pace_seconds)
 OPTIONS: frozenset[str] = frozenset()  # node group options this driver knows: none yet
 
 
@@ -73,6 +74,7 @@ class HeatDriver:
             flavors=tuple(c.flavors),
             images=tuple(c.images),
             features=FEATURES,
+            pace_seconds=PACE_S,
         )
 
     def check(self) -> Capabilities:

@@ -48,6 +48,7 @@ from shoal.drivers.libvirt.settings import (
 )
 
 FEATURES = frozenset({Feature.REBOOT, Feature.REBUILD})
+PACE_S = 1.0  # VMs boot and go in seconds (Capabilities.pace_seconds)
 # A domain shoal defined but that does not run yet (its start is on its way) reads as
 # BUILDING this long, then as ERROR: nothing shut it down on shoal's behalf.
 START_GRACE_S = 120.0
@@ -122,6 +123,7 @@ class LibvirtDriver:
             images=tuple(self.images),
             features=self.features,
             zones_are_targets=True,
+            pace_seconds=PACE_S,
         )
 
     def check(self) -> Capabilities:

@@ -33,6 +33,7 @@ from shoal.drivers.local.settings import LocalSettings
 # A machine whose init has not started this long after its record was written (a shoal
 # killed mid-create) is reported in ERROR, so the conductor replaces it.
 START_GRACE = 120.0
+PACE_S = 0.5  # namespace machines start and stop in about a second (Capabilities.pace_seconds)
 # How often a listing looks for balancers to start again (a host restart, a kill).
 BALANCER_CHECK = 2.0
 
@@ -52,6 +53,7 @@ class LocalDriver:
             flavors=tuple(settings.flavors),
             images=tuple(settings.images),
             features=frozenset({Feature.RELEASE, Feature.API_LOAD_BALANCER}),
+            pace_seconds=PACE_S,
         )
 
     # -- facts ---------------------------------------------------------------------

@@ -44,6 +44,7 @@ from shoal.drivers.openstack.settings import OpenStackSettings
 log = logging.getLogger(__name__)
 
 FEATURES = frozenset({Feature.REBOOT, Feature.REBUILD, Feature.RELEASE})
+PACE_S = 1.0  # Nova boots and deletes in seconds to minutes (Capabilities.pace_seconds)
 REBOOTING = frozenset({"REBOOT", "HARD_REBOOT"})
 # A listing this recent that did not show a machine lets its create skip the lookup.
 LISTING_FRESH_S = 30.0
@@ -76,6 +77,7 @@ class OpenStackDriver:
             flavors=cat.flavor_names,
             images=cat.image_names,
             features=FEATURES,
+            pace_seconds=PACE_S,
         )
 
     def check(self) -> Capabilities:

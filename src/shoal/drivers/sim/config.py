@@ -99,6 +99,11 @@ class SimConfig:
         reboot a quarter of one), at most `jitter` longer than `boot_seconds`."""
         return self.real_seconds(self.boot_seconds * (1.0 + self.jitter))
 
+    def pace_real_seconds(self) -> float:
+        """The sim's pace (`Capabilities.pace_seconds`): a tenth of its shorter move (boot
+        or delete), in real time; the conductor's floor applies below it."""
+        return self.real_seconds(min(self.boot_seconds, self.delete_seconds)) / 10
+
     @property
     def rate_burst(self) -> float:
         """Tokens the create-rate bucket holds (at least one)."""

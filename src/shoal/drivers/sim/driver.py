@@ -52,6 +52,7 @@ class SimDriver:
             images=tuple(catalog.IMAGES),
             features=self.features,
             restart_seconds=cfg.restart_real_seconds(),
+            pace_seconds=cfg.pace_real_seconds(),
         )
 
     def check(self) -> Capabilities:

@@ -50,6 +50,7 @@ class HostedSimDriver(SimDriver):
             features=self.features,
             zones_are_targets=True,
             restart_seconds=self.world.cached().config.restart_real_seconds(),
+            pace_seconds=self.world.cached().config.pace_real_seconds(),
         )
 
     def validate(self, spec: MachineSpec) -> list[str]:
