@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from shoal.drivers.local import hostops
+from shoal.drivers.local import balancer, hostops
 from shoal.drivers.local.driver import LocalDriver
 from shoal.drivers.local.testing import local_settings
 from tests.harness.kubernetes.build import BUSYBOX_IMAGE, PAUSE_IMAGE, images
@@ -226,10 +226,15 @@ def local_cluster_env(tmp_path: Path, kubernetes_bin: Path) -> Iterator[dict[str
         env = shoal_env(tmp_path / "data", SHOAL_CONFIG=str(tmp_path / "shoal.yaml"))
         yield {"env": env, "gateway": gateway, "settings": settings, "tmp": tmp_path}
     finally:
-        leftovers = Path(settings.state_dir) / "machines"
-        if leftovers.is_dir():  # a failed test: remove its machines all the same
+        state_dir = Path(settings.state_dir)
+        if (state_dir / "machines").is_dir():  # a failed test: remove its machines all the same
             d = LocalDriver(settings)
             for m in d.list_machines({}):
                 d.delete_machine(m.machine_id)
+        # A cluster the test did not delete keeps its balancer, listening on the slot's
+        # first address: the next test in this slot could not bind it (EADDRINUSE) and its
+        # kubectl would reach the old cluster's balancer.
+        for r in balancer.every(state_dir):
+            balancer.stop(state_dir, r.cluster_id, settings.bridge)
         hostops.ip("link", "del", settings.bridge)
         lock.close()
