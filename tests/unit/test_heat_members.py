@@ -95,6 +95,8 @@ def test_the_listing_reports_members_servers_and_the_stacks_failure() -> None:
     assert got["m0"].state is MachineState.ACTIVE and got["m0"].address == "192.168.1.5"
     assert got["m1"].state is MachineState.ERROR and got["m1"].fault_kind is not None
     assert got["m9"].state is MachineState.DELETING  # no stack holds it: going
+    # Each member carries its Heat member index (a stray server has none).
+    assert [got[f"m{i}"].provider_index for i in (0, 1, 2, 9)] == ["0", "1", "2", None]
     building = mb.StackView("s", "UPDATE_IN_PROGRESS", "", group)
     assert mb.machines([building], [], {})[0].state is MachineState.BUILDING
     assert mb.machines([building], [], {TAG_NODE: "m2"})[0].machine_id == "m2"

@@ -7,8 +7,11 @@ import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
+from shoal.conductor import pacing
 from shoal.conductor.backoff import Backoff
-from shoal.conductor.nodegroup import delete, observe, rollout, scale, spec, status
+from shoal.conductor.nodegroup import delete, grouped, observe, rollout, scale, spec, status
 from shoal.conductor.nodegroup.state import Pass, Path
 from shoal.conductor.pacing import Pacing
 from shoal.db.snapshots import GroupSnapshot, Sibling
@@ -19,6 +22,8 @@ from shoal.domain.rollout import RolloutState, Standing
 from shoal.drivers.contract import (
     TAG_NODE,
     BlockedKind,
+    GroupReport,
+    GroupState,
     Machine,
     MachineState,
     PlacementPolicy,
@@ -279,3 +284,33 @@ def test_a_paused_rollout_moves_nothing() -> None:
     observe.observe(p)
     assert rollout.roll(p, lambda: [])
     assert p.rollout.state is RolloutState.PAUSED and p.w.inserts == [] and p.to_delete == []
+
+
+LEARNED_BOOT_S = min(60.0, pacing.MOVING_CAP_S)  # the first machines' boot, within the cap
+
+
+@pytest.mark.parametrize(
+    ("report", "due_in_s"),
+    [
+        (None, LEARNED_BOOT_S),  # a per-machine provider: when the learned boot says
+        (GroupReport("stack-1", GroupState.COMPLETE), LEARNED_BOOT_S),
+        (GroupReport("stack-1", GroupState.IN_PROGRESS), grouped.GROUP_POLL_S),
+        (GroupReport("stack-1", GroupState.FAILED, "boom"), LEARNED_BOOT_S),
+    ],
+)
+def test_a_group_its_provider_works_on_is_looked_at_within_the_group_poll(
+    report: GroupReport | None, due_in_s: float
+) -> None:
+    """A group grown by 2 whose first machines took 60 s to boot: looked at again when
+    that boot time says, unless its provider reports it is working on it (Heat starts
+    the new members among the unchanged ones, one a second)."""
+    booted = [node(i) for i in range(3)]  # made at T0 - 6 min, ready a minute later
+    new = [node(i, m.NodeState.BUILDING, created_at=T0) for i in (3, 4)]
+    nodes = booted + new
+    p = start(group(5), nodes, [machine(n) for n in booted] +
+              [machine(n, MachineState.BUILDING) for n in new])  # fmt: skip
+    grouped.record(p, report, pace().requeue_seconds)
+    observe.observe(p)
+    status.conclude(pace(), p)
+    assert p.w.status is not None and p.w.status.next_reconcile_at is not None
+    assert (p.w.status.next_reconcile_at - T0).total_seconds() == pytest.approx(due_in_s)

@@ -59,6 +59,14 @@ def open_session(settings: KeystoneSettings) -> tuple[ks_session.Session, dict[s
         ) from exc
 
 
+def service_of(services: list[dict[str, Any]], name: str) -> dict[str, Any] | None:
+    """Which of the catalog's `container-infra` services shoal points at itself: the
+    one named `name` (clients such as the cluster-autoscaler look it up by type and
+    name, `magnum`), else the first (`openstack coe` looks up by type only), else None
+    (shoal registers one under `name`)."""
+    return next((s for s in services if s.get("name") == name), services[0] if services else None)
+
+
 class KeystoneTokens:
     """Users' Keystone tokens as principals (the project the token is scoped to, the
     user, the user's roles there)."""
@@ -130,8 +138,9 @@ class KeystoneTokens:
 
     def _register(self, url: str) -> str:
         services = self._get("/services", type=SERVICE_TYPE)["services"]
-        if services:
-            service_id = str(services[0]["id"])
+        found = service_of(services, self.settings.service_name)
+        if found is not None:
+            service_id = str(found["id"])
         else:
             made = self._send(
                 "POST",
@@ -165,7 +174,13 @@ class KeystoneTokens:
                 self._send("PATCH", f"/endpoints/{mine[0]['id']}", {"endpoint": {"url": url}})
                 done.append(f"{interface} moved from {mine[0].get('url')}")
         what = ", ".join(done) if done else "already there"
-        return f"catalog: {SERVICE_TYPE} at {url} ({what})"
+        named = str((found or {}).get("name") or self.settings.service_name)
+        if named != self.settings.service_name:
+            what += (
+                f"; its name is {named!r}, not {self.settings.service_name!r}: clients that "
+                "look it up by name (the cluster-autoscaler: 'magnum') will not find it"
+            )
+        return f"catalog: {SERVICE_TYPE} at {url} ({what}; named {named!r})"
 
     def _get(self, path: str, **params: str) -> dict[str, Any]:
         resp = self.session.get(

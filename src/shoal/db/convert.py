@@ -224,6 +224,7 @@ def node_from_row(row: t.NodeRow | CoreRow) -> m.Node:
         repair_step=row.repair_step or 0,
         repair_at=row.repair_at,
         vm_slot=row.vm_slot,
+        provider_index=row.provider_index,
     )
 
 

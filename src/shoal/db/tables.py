@@ -172,6 +172,8 @@ class NodeRow(Base):
     repair_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     # The VM slot of a virt host it took (domain/virt.py): "<virt group uuid>:<id>".
     vm_slot: Mapped[str | None] = mapped_column(String(128), unique=True, index=True)
+    # Its index in its provider's group (a Heat member index), for nodes_to_remove.
+    provider_index: Mapped[str | None] = mapped_column(String(16))
 
 
 class EventRow(Base):

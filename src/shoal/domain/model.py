@@ -248,6 +248,7 @@ class Node:
     repair_step: int = 0  # auto-repair: the last rung tried (1 reboot, 2 rebuild)
     repair_at: datetime | None = None
     vm_slot: str | None = None  # the virt host VM it took (domain/virt.py)
+    provider_index: str | None = None  # its index in its provider's group (a Heat member)
 
 
 @dataclass(frozen=True)

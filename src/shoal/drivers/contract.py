@@ -211,6 +211,9 @@ class Machine:
     # host in its zone, a quota): the conductor then treats it as a refusal of its
     # create (another zone, or waiting), not as a broken machine to replace.
     fault_kind: BlockedKind | None = None
+    # Its index in its provider's group, for a driver that realises whole groups (a
+    # Heat member index: its name in the group's `kube_minions`, its key in `refs_map`).
+    provider_index: str | None = None
 
 
 @dataclass(frozen=True)

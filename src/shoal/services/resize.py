@@ -1,7 +1,8 @@
 """Resize (with targeted removal) and upgrade: the service resolves which nodes go.
 
-`nodes_to_remove` entries (node uuid = server id, provider id, node name,
-address, or integer index into the group's nodes by creation) become `to_delete`
+`nodes_to_remove` entries (node uuid, provider id = Nova server id, node name,
+address, or an integer: a Heat member index in a heat-provider group, else the
+position in the group's nodes by creation; `node_named`) become `to_delete`
 marks in the same transaction that sets the new count; the conductor deletes
 exactly those and never another one in their place.
 """
@@ -9,6 +10,7 @@ exactly those and never another one in their place.
 from __future__ import annotations
 
 import dataclasses
+import uuid as uuidlib
 from datetime import datetime
 from typing import Any
 
@@ -45,24 +47,56 @@ def _group(s: Session, cluster: ClusterRecord, ident: Any) -> NodeGroupRecord:
     return nodegroups.find_row(s, cluster.uuid, v.string("nodegroup", ident) or "", for_update=True)
 
 
+def node_named(group_nodes: list[m.Node], entry: str) -> m.Node | None:
+    """The node of a group that `entry` names, by the first rule that matches:
+
+    1. its shoal uuid, its provider id (a Nova server id), its name or its address;
+    2. a uuid in another spelling (upper case, no dashes: a Kubernetes node's
+       systemUUID, which the cluster-autoscaler sends): its uuid or provider id;
+    3. an integer: in a group whose provider realises it whole (the heat provider,
+       its nodes carry `provider_index`), the node with that member index (its name
+       in the stack's `kube_minions`, its key in `refs_map`); in any other group, the
+       node at that position in the group's nodes by creation;
+    none: None."""
+    entry = entry.strip()
+    for n in group_nodes:
+        if entry in (n.uuid, n.provider_id, n.name, n.address):
+            return n
+    spelled = _uuid_of(entry)
+    if spelled is not None:
+        for n in group_nodes:
+            if spelled in (n.uuid, n.provider_id):
+                return n
+    index = v.decimal_id(entry)
+    if index is None:
+        return None
+    if any(n.provider_index is not None for n in group_nodes):
+        return next((n for n in group_nodes if n.provider_index == str(index)), None)
+    return group_nodes[index] if index < len(group_nodes) else None
+
+
+def _uuid_of(entry: str) -> str | None:
+    """`entry` as a canonical uuid (lower case, dashed), when it is one."""
+    try:
+        return str(uuidlib.UUID(entry))
+    except ValueError:
+        return None
+
+
 def match_nodes(
     group_nodes: list[m.Node], entries: list[str], field: str = "nodes_to_remove"
 ) -> list[m.Node]:
-    """The nodes named by `entries` (uuids, provider ids, names, addresses, indexes);
-    Invalid naming `field` and the first entry that matches none."""
-    keys: dict[str, m.Node] = {}
-    for n in group_nodes:
-        for k in (n.uuid, n.provider_id, n.name, n.address):
-            if k:
-                keys.setdefault(k, n)
+    """The nodes named by `entries` (node_named's rule); Invalid naming `field` and the
+    first entry that names none."""
     out: dict[str, m.Node] = {}
     for e in entries:
-        node = keys.get(e)
-        index = v.decimal_id(e.strip())
-        if node is None and index is not None and index < len(group_nodes):
-            node = group_nodes[index]
+        node = node_named(group_nodes, e)
         if node is None:
-            raise Invalid(f"{field}: {e!r} is not a node of this node group", field)
+            raise Invalid(
+                f"{field}: {e!r} is not a node of this node group (give a node's uuid, "
+                "Nova server id, name or address, or its member index in the group)",
+                field,
+            )
         out[node.uuid] = node
     return list(out.values())
 

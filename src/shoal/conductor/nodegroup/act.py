@@ -15,7 +15,7 @@ from datetime import timedelta
 
 from shoal.conductor import calls, pacing
 from shoal.conductor.context import Context, CreateRefused, Provider
-from shoal.conductor.nodegroup import operate, spec
+from shoal.conductor.nodegroup import grouped, operate, spec
 from shoal.conductor.nodegroup.observe import fold
 from shoal.conductor.nodegroup.state import Pass, Path
 from shoal.domain import health
@@ -206,6 +206,7 @@ def _per_group(ctx: Context, p: Pass, provider: Provider) -> None:
         request = GroupRequest(g.uuid, g.project_id, g.cluster_id, members)
         ctx.call(provider, lambda: driver.apply_group(request))
         p.progress = True
+        grouped.working(p, ctx.pacing.requeue_seconds)  # not when its boots say
     except DriverError as exc:
         if p.path is Path.DELETE:
             p.delete_errors[g.uuid] = exc

@@ -8,11 +8,19 @@ a second; its members are listed and folded like any machines. Here: the group's
 the provider becomes the node group's stack_id. Its failure reaches the status through
 its members: a member without a server in a failed group is in ERROR with the group's
 reason, in the provider's words.
+
+While its provider works on the group (from the pass that sends its membership until
+the report says it is done) the group is looked at every `GROUP_POLL_S` at most apart:
+when its members come up is the provider's doing (Heat triggers one member a second,
+the new ones among the unchanged), not the boot time the conductor learned from the
+group's first machines, which would leave a grown group unobserved that long. Its
+listing is the same two calls whatever the group's size.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import timedelta
 
 from shoal.conductor.nodegroup.state import Pass
 from shoal.drivers.contract import (
@@ -22,6 +30,8 @@ from shoal.drivers.contract import (
     GroupState,
     Machine,
 )
+
+GROUP_POLL_S = 1.0  # a group its provider is working on: looked at this often at least
 
 
 def reports(driver: Driver) -> bool:
@@ -38,12 +48,21 @@ def listing(
     return machines
 
 
-def record(p: Pass, report: GroupReport | None) -> None:
-    """What the pass writes of the group's report: its ref, when new (a group made again
-    after it was deleted outside shoal gets a new one)."""
+def record(p: Pass, report: GroupReport | None, period: float) -> None:
+    """What the pass keeps of the group's report: its ref, written when new (a group made
+    again after it was deleted outside shoal gets a new one); while the provider works
+    on the group, a look again within `period` (at most GROUP_POLL_S)."""
+    if report is not None and report.state is GroupState.IN_PROGRESS:
+        working(p, period)
     if report is None or report.state in (GroupState.ABSENT, GroupState.DELETING):
         return
     g = p.snap.group
     if report.ref and report.ref != g.provider_ref:
         p.w.provider_ref = report.ref
         p.event("GroupMade", f"node group {g.name} is {report.ref} in its provider")
+
+
+def working(p: Pass, period: float) -> None:
+    """The provider works on the group (it was just sent its membership, or reports
+    itself in progress): look again within `period`, at most GROUP_POLL_S."""
+    p.look_again(p.now + timedelta(seconds=min(period, GROUP_POLL_S)))

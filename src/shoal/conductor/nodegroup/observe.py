@@ -89,7 +89,7 @@ def adopt(p: Pass, uid: str, m: Machine) -> None:
         "project_id": g.project_id, "state": NodeState.BUILDING.value,
         "availability_zone": m.availability_zone, "to_delete": False, "created_at": p.now,
         "image_id": m.image_id, "flavor_id": m.flavor_id, "revision": made_from,
-        "vm_slot": None,
+        "vm_slot": None, "provider_index": None,
     }  # fmt: skip
     p.w.inserts.append(row)
     p.nodes[uid] = Node(0, uid, m.name, g.cluster_id, g.uuid, g.project_id,
@@ -115,6 +115,8 @@ def fold(p: Pass, node: Node, m: Machine) -> None:
         changes["provider_id"] = m.provider_id
     if m.address and m.address != node.address:
         changes["address"] = m.address
+    if m.provider_index and m.provider_index != node.provider_index:
+        changes["provider_index"] = m.provider_index
     if m.state is MachineState.DELETING:
         changes["state"] = NodeState.DELETING
     elif m.state is MachineState.ERROR:

@@ -72,7 +72,7 @@ def reconcile_batch(ctx: Context, uuids: list[str]) -> None:
     )
     for p in started.values():
         p.virt = views.get(p.group_uuid)
-        grouped.record(p, reports.get(p.group_uuid))
+        grouped.record(p, reports.get(p.group_uuid), ctx.pacing.requeue_seconds)
     # The clusters' Kubernetes API servers, read before anything is decided.
     kubefeed.read(ctx, guard, started.values())
     passes = guard.keep(started.values(), _uuid, lambda p: plan(ctx, p))

@@ -177,7 +177,8 @@ def machines(
     with a server is that server; one without is BUILDING while its stack works and in
     ERROR with the stack's reason once it failed; every member of a stack being deleted
     is DELETING until the stack is gone (ERROR if its delete failed, so that it is asked
-    again); a server of this deployment that no stack holds is being removed (DELETING)."""
+    again); a server of this deployment that no stack holds is being removed (DELETING).
+    Each member's machine carries its index in the stack (`provider_index`)."""
     by_id: dict[str, Mapping[str, Any]] = {}
     for s in servers:
         mid = (s.get("metadata") or {}).get(TAG_NODE)
@@ -186,23 +187,24 @@ def machines(
     out: list[Machine] = []
     held: set[str] = set()
     for st in stacks:
-        for e in st.group.members.values():
+        for index, e in st.group.members.items():
             if not _matches(e.get("metadata") or {}, tags):
                 continue
             held.add(e["id"])
             server = by_id.get(e["id"])
             if st.status == "DELETE_FAILED":  # asked to delete again: not gone, not going
                 fault = st.reason or f"the stack {st.name} could not be deleted"
-                out.append(_from_entry(e, MachineState.ERROR, fault))
+                m = _from_entry(e, MachineState.ERROR, fault)
             elif st.status.startswith("DELETE"):  # going until the stack is gone
-                out.append(_from_entry(e, MachineState.DELETING))
+                m = _from_entry(e, MachineState.DELETING)
             elif server is not None:
-                out.append(_machine(server))
+                m = _machine(server)
             elif st.status.endswith("FAILED"):
                 fault = st.reason or f"the stack {st.name} is {st.status}"
-                out.append(_from_entry(e, MachineState.ERROR, fault))
+                m = _from_entry(e, MachineState.ERROR, fault)
             else:
-                out.append(_from_entry(e, MachineState.BUILDING))
+                m = _from_entry(e, MachineState.BUILDING)
+            out.append(replace(m, provider_index=str(index)))  # its Heat member index
     for mid, server in by_id.items():
         if mid not in held:
             out.append(_with_state(_machine(server), MachineState.DELETING))
