@@ -33,12 +33,13 @@ from shoal.drivers.contract import (
     PermanentError,
     TransientError,
 )
+from shoal.drivers.heat import cluster_stack as cs
 from shoal.drivers.heat import members as mb
 from shoal.drivers.heat import templates
 from shoal.drivers.heat.cloud import Cloud
 from shoal.drivers.heat.settings import HeatSettings
 
-FEATURES = frozenset({Feature.PER_GROUP})
+FEATURES = frozenset({Feature.PER_GROUP, Feature.RELEASE})
 OPTIONS: frozenset[str] = frozenset()  # node group options this driver knows: none yet
 
 
@@ -64,6 +65,7 @@ class HeatDriver:
         self._catalog = Catalog()
         self._locks: dict[str, threading.Lock] = {}
         self._locks_lock = threading.Lock()
+        self.clusters = cs.ClusterStacks(cloud, self.deployment, self._lock)
 
     # ------------------------------------------------------------ facts
     def capabilities(self) -> Capabilities:
@@ -123,10 +125,16 @@ class HeatDriver:
                 return
             update = mb.Update(0, {}, [], (), ())
         self._check_quota(update.added)
+        asked = cs.asked_by(update.added, request.members)  # their server groups first
+        update = cs.hinted(update, request.members, self.clusters.server_groups(
+            request.cluster_id, asked))  # fmt: skip
         if stack is None:
             self.cloud.create_stack(self._create_body(name, request, update))
         else:
-            self.cloud.patch_stack(name, stack["id"], update.parameters(), _files(update))
+            extra = cs.group_parameter(stack.get("parameters") or {}, update.added)
+            self.cloud.patch_stack(
+                name, stack["id"], {**update.parameters(), **extra}, _files(update)
+            )
 
     def _create_body(self, name: str, request: GroupRequest, update: mb.Update) -> dict[str, Any]:
         tags = [
@@ -139,10 +147,18 @@ class HeatDriver:
             "template": self.group_template,
             "files": _files(update),
             "environment": {"resource_registry": {templates.MEMBERS_TYPE: templates.MEMBERS_FILE}},
-            "parameters": update.parameters(),
+            "parameters": {
+                **update.parameters(),
+                **cs.group_parameter(self.group_template.get("parameters") or {}, update.added),
+            },
             "tags": ",".join(tags),
             "disable_rollback": True,
         }
+
+    def release_cluster(self, project_id: str, cluster_id: str) -> None:
+        """Delete the cluster's cluster stack (its server groups) once its group stacks
+        are gone (cluster_stack.py). TransientError only."""
+        self.clusters.release(cluster_id)
 
     def delete_group(self, nodegroup_id: str) -> None:
         name = mb.stack_name(self.deployment, nodegroup_id)
@@ -176,6 +192,8 @@ class HeatDriver:
                 self._remove(group, machine_id)
                 return
         for stack in self.cloud.stacks([self._dep_tag()]):
+            if cs.is_cluster_stack(self.deployment, stack["stack_name"]):
+                continue
             full = self.cloud.stack(stack["stack_name"])
             if full and mb.Group.of(full.get("parameters")).index_of(machine_id) is not None:
                 group = full["stack_name"].removeprefix(f"shoal-{self.deployment}-")
@@ -219,6 +237,8 @@ class HeatDriver:
         else:
             stacks = []
             for s in self.cloud.stacks([self._dep_tag()]):
+                if cs.is_cluster_stack(self.deployment, s["stack_name"]):
+                    continue
                 full = self.cloud.stack(s["stack_name"])
                 if full:
                     stacks.append(full)
