@@ -82,6 +82,8 @@ class ClusterStacks:
         self._clock = clock
         self._pending: dict[str, dict[str, PlacementGroup]] = {}  # stack name -> asked
         self._pending_lock = threading.Lock()
+        # stack name -> ((its id, its updated_time), its output): read again once it changed
+        self._outputs: dict[str, tuple[tuple[str, str], dict[str, str]]] = {}
 
     # ------------------------------------------------------------ server groups
     def server_groups(self, cluster_id: str, asked: Mapping[str, PlacementGroup]) -> dict[str, str]:
@@ -131,9 +133,9 @@ class ClusterStacks:
                     repairs += int(failed)
                     self._patch(name, str(stack["id"]), {**wanted, **held_groups(held)})
                 else:
-                    ids = self.cloud.output(name, str(stack["id"]), OUTPUT) or {}
+                    ids = self._output(name, stack)
                     if all(ids.get(k) for k in asked):
-                        return {str(k): str(v) for k, v in ids.items()}
+                        return ids
                     raise TransientError(  # not yet resolvable: asked again
                         f"the cluster stack {name} has no server group id for "
                         + ", ".join(sorted(k for k in asked if not ids.get(k)))
@@ -144,6 +146,18 @@ class ClusterStacks:
                     f"{WAIT_S:.0f} s; the node group is applied on a later pass"
                 )
             self._sleep(POLL_S)
+
+    def _output(self, name: str, stack: Mapping[str, Any]) -> dict[str, str]:
+        """The stack's `server_groups` output, read alone; once per version of it."""
+        version = (str(stack["id"]), str(stack.get("updated_time") or ""))
+        cached = self._outputs.get(name)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        raw = self.cloud.output(name, version[0], OUTPUT)
+        ids = {str(k): str(v) for k, v in raw.items() if v} if isinstance(raw, dict) else {}
+        if isinstance(raw, dict) and len(ids) == len(raw):  # each resolved: kept
+            self._outputs[name] = (version, ids)
+        return ids
 
     def _create_body(
         self, name: str, cluster_id: str, groups: Mapping[str, PlacementGroup]
@@ -177,6 +191,7 @@ class ClusterStacks:
         name = stack_name(self.deployment, cluster_id)
         try:
             with self._lock(name):
+                self._outputs.pop(name, None)
                 self._release(name, cluster_id)
         except TransientError:
             raise
@@ -191,12 +206,16 @@ class ClusterStacks:
         ]
         deletes: dict[str, int] = {}  # stack id -> deletes asked by this call
         while True:
-            stacks = [
-                s for s in self.cloud.stacks(tags) if s.get("stack_status") != "DELETE_COMPLETE"
+            listed = self.cloud.stacks(tags)
+            groups = [
+                s
+                for s in listed
+                if s.get("stack_name") != name and s.get("stack_status") != "DELETE_COMPLETE"
             ]
+            mine = self.cloud.stack(name)  # by name too: the listing by tags is not the record
+            stacks = [*groups, *([mine] if mine else [])]
             if not stacks:
                 return
-            groups = [s for s in stacks if s.get("stack_name") != name]
             waiting = groups or stacks  # the group stacks first, then the cluster stack
             for s in waiting:
                 if s.get("stack_status") == "DELETE_IN_PROGRESS":
