@@ -192,6 +192,8 @@ class ClusterStacks:
         try:
             with self._lock(name):
                 self._outputs.pop(name, None)
+                with self._pending_lock:
+                    self._pending.pop(name, None)
                 self._release(name, cluster_id)
         except TransientError:
             raise
