@@ -6,7 +6,9 @@ at any moment finds it again and never makes a second one) or updates it with a 
 that sends only new parameters; a removed member's index goes in `removal_policies`,
 so exactly its server goes. `list_machines` reads the stacks' parameters (who the
 members are) and Nova's servers (how they are): two calls for a group. The per-machine
-calls are that on a group of one more or one less member.
+calls are that on a group of one more or one less member. New members' Nova server
+groups come first from the cluster's stack (cluster_stack.py), which `release_cluster`
+deletes.
 """
 
 from __future__ import annotations
@@ -126,8 +128,8 @@ class HeatDriver:
             update = mb.Update(0, {}, [], (), ())
         self._check_quota(update.added)
         asked = cs.asked_by(update.added, request.members)  # their server groups first
-        update = cs.hinted(update, request.members, self.clusters.server_groups(
-            request.cluster_id, asked))  # fmt: skip
+        ids = self.clusters.server_groups(request.cluster_id, asked)
+        update = cs.hinted(update, request.members, ids)
         if stack is None:
             self.cloud.create_stack(self._create_body(name, request, update))
         else:
