@@ -120,10 +120,21 @@ def magnum_way(cloud: Any, project: Any) -> Walls:
         _wait("(a) remove", settled(stack.id, "UPDATE"))
     with walls.phase("delete"):
         heat.delete_stack(stack.id)
-        _wait("(a) delete", lambda: heat.find_stack(stack.id) is None
-              or heat.get_stack(stack.id).status == "DELETE_COMPLETE")  # fmt: skip
+        _wait("(a) delete", lambda: _gone(heat, stack.id))
     conn.close()
     return walls
+
+
+def _gone(heat: Any, stack_id: str) -> bool:
+    """Whether the stack is deleted (it may go between a find and a get)."""
+    from openstack import exceptions
+
+    try:
+        return heat.find_stack(stack_id) is None or (
+            heat.get_stack(stack_id).status == "DELETE_COMPLETE"
+        )
+    except exceptions.NotFoundException:
+        return True
 
 
 def _deployment(cloud: Any, project: Any, work: Path, driver: str) -> Deployment:
