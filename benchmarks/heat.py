@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from openstack.exceptions import NotFoundException
 
 from benchmarks.harness import Deployment, check
 from benchmarks.scenarios import Row
@@ -122,17 +121,23 @@ def magnum_way(cloud: Any, project: Any) -> Walls:
         time.sleep(POLL_S)
         _wait("(a) remove", settled(stack.id, "UPDATE"))
 
-    def gone() -> bool:
-        try:  # found, then gone before it is read: gone
-            return heat.get_stack(stack.id).status == "DELETE_COMPLETE"
-        except NotFoundException:
-            return True
-
     with walls.phase("delete"):
         heat.delete_stack(stack.id)
-        _wait("(a) delete", gone)
+        _wait("(a) delete", lambda: _gone(heat, stack.id))
     conn.close()
     return walls
+
+
+def _gone(heat: Any, stack_id: str) -> bool:
+    """Whether the stack is deleted (it may go between a find and a get)."""
+    from openstack import exceptions
+
+    try:
+        return heat.find_stack(stack_id) is None or (
+            heat.get_stack(stack_id).status == "DELETE_COMPLETE"
+        )
+    except exceptions.NotFoundException:
+        return True
 
 
 def _deployment(cloud: Any, project: Any, work: Path, driver: str) -> Deployment:

@@ -1,9 +1,11 @@
 """shoal on real Heat (issue 25): a real `shoal serve` whose provider is of kind `heat` on
 the OpenStack test cloud (Heat beside Nova), driven by `openstack coe`, checked from
 Heat's and Nova's side: each node group is one stack whose `kube_minions` members are
-its nodes' servers, and the node group's stack_id is the stack's id; a node named by
-its server id is removed exactly (that index, that
-server, nothing else); deleting the cluster deletes its stacks and their servers.
+its nodes' servers, and the node group's stack_id is the stack's id; the cluster's one
+cluster stack holds a Nova server group per node group, which its members are in (the
+masters on different hosts); a node named by its server id is removed exactly (that
+index, that server, nothing else); deleting the cluster deletes its stacks, their
+servers and the server groups.
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ from typing import Any
 
 import pytest
 
+from shoal.drivers.heat import cluster_stack as cs
 from shoal.drivers.heat import members as mb
 from tests.harness.openstack.cloud import OpenStackCloud
 from tests.support.openstack_cli import OPENSTACK, coe_env
 from tests.support.openstack_cloud import OPENSTACK_MARKS
+from tests.support.openstack_project import admin
 from tests.support.process import admin_token
 from tests.support.shoal_on_nova import ShoalOnNova, shoal_on_nova
 
@@ -46,6 +50,44 @@ def stack_of(s: ShoalOnNova, group_uuid: str) -> Any:
         conn.close()
 
 
+def stack_names(s: ShoalOnNova) -> list[str]:
+    """Every stack of the project, as its user sees it in Heat (deleted ones excluded)."""
+    conn = s.cloud.connection(s.project.creds)
+    try:
+        return sorted(st.name for st in conn.orchestration.stacks())
+    finally:
+        conn.close()
+
+
+def server_groups(s: ShoalOnNova) -> dict[str, Any]:
+    """The project's Nova server groups by name (admin's view)."""
+    return {g.name: g for g in s.project.server_groups()}
+
+
+def host_of(s: ShoalOnNova, server_id: str) -> str:
+    with admin(s.cloud) as conn:
+        return str(conn.compute.get_server(server_id).compute_host)
+
+
+def check_server_groups(s: ShoalOnNova, cluster: str) -> None:
+    """One cluster stack; each node group's members in its own server group (from the
+    cluster stack, policy from the group's role), and no server in another."""
+    uuid = coe(s, "cluster", "show", cluster, "-f", "json")["uuid"]
+    names = stack_names(s)
+    assert names.count(cs.stack_name(s.deployment, uuid)) == 1, names
+    assert [n for n in names if cs.is_cluster_stack(s.deployment, n)] == [
+        cs.stack_name(s.deployment, uuid)
+    ]
+    sgroups = server_groups(s)
+    servers = {sv.metadata["shoal-node"]: sv for sv in s.servers()}
+    for g in coe(s, "nodegroup", "list", cluster, "-f", "json"):
+        sg = sgroups[f"shoal-{g['uuid']}@{s.deployment}"]
+        policy = "anti-affinity" if g["role"] == "master" else "soft-anti-affinity"
+        assert sg.policy == policy, (g["name"], sg.policy)
+        members = {servers[n["uuid"]].id for n in s.nodes(cluster, g["name"])}
+        assert set(sg.member_ids) == members, (g["name"], sg.member_ids, members)
+
+
 def refs_map(s: ShoalOnNova, group_uuid: str) -> dict[str, str]:
     conn = s.cloud.connection(s.project.creds)
     try:
@@ -65,7 +107,7 @@ def test_a_cluster_through_openstack_coe_on_heat(
             "--image", cloud.image_name, "--external-network", "public",
             "--flavor", "m1.small", "--master-flavor", "m1.small")  # fmt: skip
         coe(s, "cluster", "create", "hc", "--cluster-template", "heat-k8s",
-            "--master-count", "1", "--node-count", "3")  # fmt: skip
+            "--master-count", "3", "--node-count", "3")  # fmt: skip
         s.wait_status("hc", "CREATE_COMPLETE", timeout=300)
         groups = {g["name"]: g for g in coe(s, "nodegroup", "list", "hc", "-f", "json")}
         assert set(groups) == {"default-master", "default-worker"}
@@ -74,6 +116,11 @@ def test_a_cluster_through_openstack_coe_on_heat(
         assert set(servers) == set(nodes)  # one server per node, no other
         for uid, node in nodes.items():
             assert servers[uid].name == node["name"] and servers[uid].status == "ACTIVE"
+        check_server_groups(s, "hc")
+        masters = s.nodes("hc", "default-master")
+        assert len(masters) == 3
+        hosts = {host_of(s, servers[n["uuid"]].id) for n in masters}
+        assert len(hosts) == 3, hosts  # anti-affinity: never two masters on one host
         workers = s.nodes("hc", "default-worker")
         worker_group = groups["default-worker"]["uuid"]
         stack = stack_of(s, worker_group)
@@ -95,11 +142,15 @@ def test_a_cluster_through_openstack_coe_on_heat(
         left = {n["uuid"] for n in s.nodes("hc", "default-worker")}
         assert left == {n["uuid"] for n in workers} - {workers[1]["uuid"]}
 
+        check_server_groups(s, "hc")  # still one cluster stack after the update
+
         coe(s, "cluster", "delete", "hc")
         s.wait_status("hc", "GONE", timeout=300)
         assert s.project.wait_empty() == []
         for g in groups.values():
             assert stack_of(s, g["uuid"]) is None
+        assert stack_names(s) == []  # the cluster stack too, once the cluster is gone
+        assert server_groups(s) == {}
 
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "heat-group.yaml"
@@ -181,8 +232,9 @@ def test_sigkill_during_create_and_resize_leaves_one_stack_per_group_and_no_leak
     openstack_heat: OpenStackCloud, tmp_path: Path
 ) -> None:
     """`shoal serve` is killed (SIGKILL) while it creates a cluster and again while it
-    grows a group: each restart finds the groups' stacks by name; one stack per node
-    group, one server per node, none without a node."""
+    grows a group: each restart finds the groups' stacks and the cluster stack by name;
+    one stack per node group and one cluster stack, one server per node, none without a
+    node, each in its group's server group; none of them left after the delete."""
     import random
     import time
 
@@ -205,13 +257,12 @@ def test_sigkill_during_create_and_resize_leaves_one_stack_per_group_and_no_leak
             return kills
 
         def one_stack_per_group_and_no_leak() -> None:
-            conn = s.cloud.connection(s.project.creds)
-            try:
-                names = [st.name for st in conn.orchestration.stacks()]
-            finally:
-                conn.close()
+            names = stack_names(s)
             groups = coe(s, "nodegroup", "list", "crash", "-f", "json")
-            assert sorted(names) == sorted(mb.stack_name(s.deployment, g["uuid"]) for g in groups)
+            uuid = coe(s, "cluster", "show", "crash", "-f", "json")["uuid"]
+            want = [mb.stack_name(s.deployment, g["uuid"]) for g in groups]
+            assert names == sorted([*want, cs.stack_name(s.deployment, uuid)])  # 1 cluster stack
+            check_server_groups(s, "crash")
             s.wait(lambda: len(s.servers()) == len(s.nodes("crash")), "no more servers than nodes")
             nodes = {n["uuid"] for n in s.nodes("crash")}
             servers = [sv.metadata["shoal-node"] for sv in s.servers()]
@@ -231,3 +282,152 @@ def test_sigkill_during_create_and_resize_leaves_one_stack_per_group_and_no_leak
         coe(s, "cluster", "delete", "crash")
         s.wait_status("crash", "GONE", timeout=300)
         assert s.project.wait_empty() == []
+        assert stack_names(s) == [] and server_groups(s) == {}
+
+
+# An operator's template that uses the optional parameter `server_group`: an output of it.
+WITH_SERVER_GROUP = """\
+heat_template_version: 2018-08-31
+parameters:
+  count: {type: number}
+  members: {type: json}
+  removal_policies: {type: json, default: []}
+  server_group: {type: string, default: ""}
+resources:
+  kube_minions:
+    type: Shoal::Members
+outputs:
+  refs_map: {value: {get_attr: [kube_minions, refs_map]}}
+  joined: {value: {get_param: server_group}}
+"""
+
+
+def test_the_cluster_stack_holds_its_server_groups_and_goes_with_the_cluster(
+    openstack_heat: OpenStackCloud, tmp_path: Path
+) -> None:
+    """The driver on its own: two groups applied at once make one cluster stack with a
+    server group each (sent in one create or update), which their members join and an
+    operator's template reads as `server_group`; growth joins the same one;
+    `release_cluster` deletes a group stack left behind, then the cluster stack and its
+    server groups; a project out of server group quota is BlockedError(QUOTA)."""
+    import threading
+
+    from shoal.drivers.contract import (
+        BlockedError,
+        BlockedKind,
+        GroupRequest,
+        MachineSpec,
+        MachineState,
+        PlacementGroup,
+        PlacementPolicy,
+        TransientError,
+    )
+    from shoal.drivers.heat.cloud import Cloud, load
+    from shoal.drivers.heat.driver import HeatDriver
+    from shoal.drivers.heat.settings import HeatSettings
+    from tests.support.openstack_project import shoal_project
+
+    cloud = openstack_heat
+    project = shoal_project(cloud, "heat-cs")
+    template = tmp_path / "group.yaml"
+    template.write_text(WITH_SERVER_GROUP)
+    settings = HeatSettings(
+        cloud=project.entry,
+        clouds_yaml=str(project.clouds_yaml(tmp_path / "clouds.yaml")),
+        deployment="cs",
+        template=str(template),
+    )
+    the_cloud = Cloud(load(settings))
+    driver = HeatDriver(settings, the_cloud)
+    driver.check()
+    s = ShoalOnNova(cloud, project, tmp_path, "cs")
+    pgs = {
+        "m": PlacementGroup("shoal-m", PlacementPolicy.ANTI_AFFINITY),
+        "w": PlacementGroup("shoal-w", PlacementPolicy.SOFT_ANTI_AFFINITY),
+    }
+
+    def request(group: str, count: int, cluster: str = "c1") -> GroupRequest:
+        specs = tuple(
+            MachineSpec(
+                machine_id=f"{cluster}-{group}{n}-{project.name}",
+                name=f"{group}-{n}",
+                project_id="p",
+                cluster_id=cluster,
+                nodegroup_id=f"{cluster}-{group}",
+                role="worker",
+                flavor_id=cloud.flavor_small.name,
+                image_id=cloud.image_name,
+                placement_group=pgs[group],
+            )  # fmt: skip
+            for n in range(count)
+        )
+        return GroupRequest(f"{cluster}-{group}", "p", cluster, specs)
+
+    def active(count: int) -> bool:
+        return [m.state for m in driver.list_machines({})] == [MachineState.ACTIVE] * count
+
+    failed: list[BaseException] = []
+
+    def apply(r: GroupRequest) -> None:
+        try:
+            driver.apply_group(r)
+        except BaseException as exc:  # said below: a thread's exception is otherwise lost
+            failed.append(exc)
+
+    threads = [threading.Thread(target=apply, args=(request(g, 2),)) for g in "mw"]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert failed == [] and not any(t.is_alive() for t in threads)
+    s.wait(lambda: active(4), "four members active", timeout=300)
+    assert stack_names(s).count(cs.stack_name("cs", "c1")) == 1
+    sgroups = server_groups(s)
+    assert {n: g.policy for n, g in sgroups.items()} == {
+        "shoal-m@cs": "anti-affinity",
+        "shoal-w@cs": "soft-anti-affinity",
+    }
+    by_group: dict[str, set[str]] = {}
+    for m in driver.list_machines({}):
+        by_group.setdefault(m.tags["shoal-nodegroup"], set()).add(str(m.provider_id))
+    for g in "mw":
+        sg = sgroups[f"shoal-{g}@cs"]
+        assert set(sg.member_ids) == by_group[f"c1-{g}"]
+        stack = the_cloud.stack(mb.stack_name("cs", f"c1-{g}"))
+        assert stack is not None
+        name = mb.stack_name("cs", f"c1-{g}")
+        assert the_cloud.output(name, stack["id"], "joined") == sg.id  # the optional parameter
+    masters = [m for m in driver.list_machines({}) if m.tags["shoal-nodegroup"] == "c1-m"]
+    assert len({host_of(s, str(m.provider_id)) for m in masters}) == 2  # anti-affinity
+
+    driver.apply_group(request("w", 3))  # growth: the new member joins the same group
+    s.wait(lambda: active(5), "five members active", timeout=300)
+    workers = {str(m.provider_id) for m in driver.list_machines({"shoal-nodegroup": "c1-w"})}
+    assert len(workers) == 3
+    s.wait(lambda: set(server_groups(s)["shoal-w@cs"].member_ids) == workers, "3 in the group")
+    assert len(server_groups(s)) == 2 and stack_names(s).count(cs.stack_name("cs", "c1")) == 1
+
+    driver.delete_group("c1-m")  # c1-w is left behind: release deletes it first
+
+    def released(cluster: str) -> bool:
+        try:
+            driver.release_cluster("p", cluster)
+        except TransientError:
+            return False
+        return True
+
+    s.wait(lambda: released("c1"), "the cluster released", timeout=300)
+    assert stack_names(s) == [] and server_groups(s) == {}
+    assert s.project.wait_empty() == []
+    assert released("c1")  # idempotent
+
+    project.quota(server_groups=0)
+    with pytest.raises(BlockedError) as blocked:
+        driver.apply_group(request("m", 1, "c2"))
+    assert blocked.value.kind is BlockedKind.QUOTA
+    assert cs.stack_name("cs", "c2") in blocked.value.reason and "uota" in blocked.value.reason
+    assert stack_names(s) == [cs.stack_name("cs", "c2")]  # no group stack made without it
+    project.quota(server_groups=-1)
+    s.wait(lambda: released("c2"), "the failed cluster stack released", timeout=300)
+    assert stack_names(s) == [] and server_groups(s) == {}
+    the_cloud.close()

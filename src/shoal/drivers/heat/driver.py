@@ -6,7 +6,9 @@ at any moment finds it again and never makes a second one) or updates it with a 
 that sends only new parameters; a removed member's index goes in `removal_policies`,
 so exactly its server goes. `list_machines` reads the stacks' parameters (who the
 members are) and Nova's servers (how they are): two calls for a group. The per-machine
-calls are that on a group of one more or one less member.
+calls are that on a group of one more or one less member. New members' Nova server
+groups come first from the cluster's stack (cluster_stack.py), which `release_cluster`
+deletes.
 """
 
 from __future__ import annotations
@@ -33,12 +35,13 @@ from shoal.drivers.contract import (
     PermanentError,
     TransientError,
 )
+from shoal.drivers.heat import cluster_stack as cs
 from shoal.drivers.heat import members as mb
 from shoal.drivers.heat import templates
 from shoal.drivers.heat.cloud import Cloud
 from shoal.drivers.heat.settings import HeatSettings
 
-FEATURES = frozenset({Feature.PER_GROUP})
+FEATURES = frozenset({Feature.PER_GROUP, Feature.RELEASE})
 PACE_S = 2.0  # a stack update takes seconds at least (Capabilities.pace_seconds)
 OPTIONS: frozenset[str] = frozenset()  # node group options this driver knows: none yet
 
@@ -65,6 +68,7 @@ class HeatDriver:
         self._catalog = Catalog()
         self._locks: dict[str, threading.Lock] = {}
         self._locks_lock = threading.Lock()
+        self.clusters = cs.ClusterStacks(cloud, self.deployment, self._lock)
 
     # ------------------------------------------------------------ facts
     def capabilities(self) -> Capabilities:
@@ -125,10 +129,16 @@ class HeatDriver:
                 return
             update = mb.Update(0, {}, [], (), ())
         self._check_quota(update.added)
+        asked = cs.asked_by(update.added, request.members)  # their server groups first
+        ids = self.clusters.server_groups(request.cluster_id, asked)
+        update = cs.hinted(update, request.members, ids)
         if stack is None:
             self.cloud.create_stack(self._create_body(name, request, update))
         else:
-            self.cloud.patch_stack(name, stack["id"], update.parameters(), _files(update))
+            extra = cs.group_parameter(stack.get("parameters") or {}, update.added)
+            self.cloud.patch_stack(
+                name, stack["id"], {**update.parameters(), **extra}, _files(update)
+            )
 
     def _create_body(self, name: str, request: GroupRequest, update: mb.Update) -> dict[str, Any]:
         tags = [
@@ -141,10 +151,18 @@ class HeatDriver:
             "template": self.group_template,
             "files": _files(update),
             "environment": {"resource_registry": {templates.MEMBERS_TYPE: templates.MEMBERS_FILE}},
-            "parameters": update.parameters(),
+            "parameters": {
+                **update.parameters(),
+                **cs.group_parameter(self.group_template.get("parameters") or {}, update.added),
+            },
             "tags": ",".join(tags),
             "disable_rollback": True,
         }
+
+    def release_cluster(self, project_id: str, cluster_id: str) -> None:
+        """Delete the cluster's cluster stack (its server groups) once its group stacks
+        are gone (cluster_stack.py). TransientError only."""
+        self.clusters.release(cluster_id)
 
     def delete_group(self, nodegroup_id: str) -> None:
         name = mb.stack_name(self.deployment, nodegroup_id)
@@ -178,6 +196,8 @@ class HeatDriver:
                 self._remove(group, machine_id)
                 return
         for stack in self.cloud.stacks([self._dep_tag()]):
+            if cs.is_cluster_stack(self.deployment, stack["stack_name"]):
+                continue
             full = self.cloud.stack(stack["stack_name"])
             if full and mb.Group.of(full.get("parameters")).index_of(machine_id) is not None:
                 group = full["stack_name"].removeprefix(f"shoal-{self.deployment}-")
@@ -221,6 +241,8 @@ class HeatDriver:
         else:
             stacks = []
             for s in self.cloud.stacks([self._dep_tag()]):
+                if cs.is_cluster_stack(self.deployment, s["stack_name"]):
+                    continue
                 full = self.cloud.stack(s["stack_name"])
                 if full:
                     stacks.append(full)

@@ -30,6 +30,10 @@ MEMBERS_FILE = "shoal-members.yaml"
 GROUP_RESOURCE = "kube_minions"
 REQUIRED_PARAMETERS = ("count", "members", "removal_policies")
 REQUIRED_OUTPUTS = ("refs_map",)
+# Passed when a group template declares it: the Nova server group id its new members
+# join (from the cluster stack, cluster_stack.py); shoal's own members template puts
+# it in each member's scheduler_hints whether the template declares it or not.
+OPTIONAL_PARAMETERS = ("server_group",)
 VERSION = "2018-08-31"
 
 
@@ -65,6 +69,8 @@ def members_file(members: Mapping[str, Mapping[str, Any]]) -> str:
             props["availability_zone"] = e["zone"]
         if e.get("key_name"):
             props["key_name"] = e["key_name"]
+        if e.get("server_group"):  # its placement group's, from the cluster stack
+            props["scheduler_hints"] = {"group": e["server_group"]}
         resources[index] = {"type": "OS::Nova::Server", "properties": props}
     body = {
         "heat_template_version": VERSION,
@@ -85,6 +91,11 @@ GROUP: dict[str, Any] = {
         "count": {"type": "number", "description": "how many members"},
         "members": {"type": "json", "description": "member index -> its entry"},
         "removal_policies": {"type": "json", "default": [], "description": "indices removed"},
+        "server_group": {
+            "type": "string",
+            "default": "",
+            "description": "the Nova server group the members join ('' none)",
+        },
     },
     "resources": {GROUP_RESOURCE: {"type": MEMBERS_TYPE}},
     "outputs": {
