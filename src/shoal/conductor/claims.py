@@ -9,11 +9,15 @@
   work left unclaimed for a lease period is taken regardless (a slow peer).
 - A worker releases the leases of its last pass in its next claim's transaction
   (one write instead of two); leases are released at once when it stops or when
-  it takes queued work instead.
+  it takes queued work instead. The same transaction reads when the released
+  resources are due next: this process keeps that schedule of its own work
+  (`own_next`), and the loop wakes for it rather than for every due time of the
+  fleet (peers wake for theirs).
 """
 
 from __future__ import annotations
 
+import heapq
 import logging
 import threading
 import time
@@ -29,6 +33,7 @@ from shoal.settings import ConductorSettings
 log = logging.getLogger(__name__)
 
 LOAD_TTL_S = 0.2  # how long one count of the due work serves this process's workers
+OWN_DUE_MAX = 100_000  # due times of its own work a process remembers at most
 
 
 class Claims:
@@ -64,6 +69,26 @@ class Claims:
         # The due work per kind as last counted (monotonic time, Load): the capped
         # workers of this process re-check their share together, one count for all.
         self._load: dict[str, tuple[float, queue.Load]] = {}
+        # When the resources this process passed last are due next (a heap).
+        self._own_due: list[datetime] = []
+
+    # -- this process's own schedule ---------------------------------------------
+
+    def requeued(self, due: list[datetime]) -> None:
+        """Resources this process released are due again at `due`."""
+        with self._lock:
+            for t in due:
+                heapq.heappush(self._own_due, t)
+            if len(self._own_due) > OWN_DUE_MAX:  # a bound: peers' looks cover the rest
+                self._own_due = heapq.nsmallest(OWN_DUE_MAX // 2, self._own_due)
+
+    def own_next(self, now: datetime) -> datetime | None:
+        """The earliest due time after `now` of the resources this process passed last
+        (the times already past are dropped: their wake-up has been given)."""
+        with self._lock:
+            while self._own_due and self._own_due[0] <= now:
+                heapq.heappop(self._own_due)
+            return self._own_due[0] if self._own_due else None
 
     # -- leases held ------------------------------------------------------------
 
@@ -93,7 +118,7 @@ class Claims:
             return
         try:
             with self.db.core_write() as s:
-                leases.release(s, self.holder, keys)
+                queue.release_leases(s, self.holder, keys, self.requeued)
         except Exception:
             log.exception("%s: could not release lease", ", ".join(keys))
 
@@ -127,6 +152,7 @@ class Claims:
                 limit,
                 release=release or (),
                 merge=merge,
+                on_release=self.requeued,
             )
         except Exception:
             self.release(release or [])  # the claim rolled back with the release in it

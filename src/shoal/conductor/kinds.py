@@ -32,6 +32,7 @@ class Claim(Protocol):
         *,
         release: Collection[str] = (),
         merge: bool = False,
+        on_release: queue.Released | None = None,
     ) -> list[Batch]: ...
 
 
@@ -47,8 +48,11 @@ def each_alone(kind: queue.Kind) -> Claim:
         *,
         release: Collection[str] = (),
         merge: bool = False,
+        on_release: queue.Released | None = None,
     ) -> list[Batch]:
-        uuids = queue.claim_due(db, kind, holder, now, ttl, limit, release=release)
+        uuids = queue.claim_due(
+            db, kind, holder, now, ttl, limit, release=release, on_release=on_release
+        )
         return [uuids] if merge and uuids else [[u] for u in uuids]
 
     return claim

@@ -6,12 +6,18 @@ housekeeping thread (heartbeat: renew held leases, report in `conductors`,
 sweep orphans). Nothing waits on a cloud call in a loop: every pass ends by
 writing when it wants to be looked at again (`next_reconcile_at`).
 
-Idle workers sleep until the earliest requeue time or lease expiry, or until
-woken: in-process by `wake()` (the runtime calls it after each desired-state
-commit), across processes on PostgreSQL by `NOTIFY shoal_work`, which a
-dedicated LISTEN connection turns into `wake()`. The poll is only a safety net.
-Workers claim one resource at a time (SKIP LOCKED), so N conductors share the
-node groups pass by pass instead of one taking everything.
+Idle workers sleep until the next due time of this process's own work (what
+its passes wrote, `Claims.own_next`), or until woken: in-process by `wake()`
+(the runtime calls it after each desired-state commit), across processes on
+PostgreSQL by `NOTIFY shoal_work`, which a dedicated LISTEN connection turns
+into `wake()`. The due times of the rest of the fleet (peers' work, lease
+expiries) are looked at no more often than `peer_look_period()`, so a
+conductor's wake-ups follow its own work, not the whole fleet's; a resource its
+last conductor does not take (capped at its share, or dead) waits at most that
+period for another. Workers capped at their fair share sleep the same way. The
+poll is only a safety net. Workers claim one resource at a time (SKIP LOCKED),
+so N conductors share the node groups pass by pass instead of one taking
+everything.
 """
 
 from __future__ import annotations
@@ -82,6 +88,7 @@ class Conductor:
         self._cv = threading.Condition()
         self._woken = False
         self._keeper_at: float | None = None  # monotonic deadline of the timekeeper
+        self._peer_at = 0.0  # monotonic time of the next look at the fleet's due times
         self._sleeping = 0  # idle workers waiting on `_cv`
         self._local = threading.local()  # per worker: whether its last look found work
         self._threads: list[threading.Thread] = []
@@ -211,17 +218,47 @@ class Conductor:
                 self._local.worked = found
                 if found:
                     continue
-                if capped:  # peers are taking the rest; look again shortly
-                    self._stop.wait(0.25)
-                    continue
-                self._idle(fresh=worked)
+                # Capped: peers are taking the rest; this process's share grows only
+                # when more work comes due (its own schedule, a wake-up, the look at
+                # the fleet's due times), which is what `_idle` waits for.
+                self._idle(fresh=worked or capped)
             except Exception:
                 log.exception("conductor worker: unexpected error; continuing")
                 self._stop.wait(self.settings.poll_seconds)
         self.claims.release(self.claims.take_release())
 
+    def peer_look_period(self) -> float:
+        """How often at most this process looks at the fleet's due times (the work
+        its own passes did not schedule): half a requeue period, within 0.05-1 s."""
+        return min(1.0, max(0.05, self.settings.requeue_seconds / 2), self.poll_period())
+
+    def _until_due(self) -> float:
+        """Seconds until this process may find work to claim: the next due time of its
+        own work, or the next look at the fleet's (due work of peers', expired leases);
+        the safety-net poll at most."""
+        now = self.ctx.now()
+        t = time.monotonic()
+        wait = self.poll_period()
+        own = self.claims.own_next(now)
+        if own is not None:
+            wait = min(wait, (own - now).total_seconds())
+        with self._cv:
+            look = self._peer_at <= t
+        if look:
+            nxt = queue.next_due_at(self.ctx.db, now)
+            gap = (
+                self.poll_period()
+                if nxt is None
+                else max(self.peer_look_period(), (nxt - now).total_seconds())
+            )
+            with self._cv:
+                self._peer_at = t + gap
+        with self._cv:
+            wait = min(wait, self._peer_at - t)
+        return max(0.01, wait)
+
     def _idle(self, fresh: bool = True) -> None:
-        """Sleep until woken, the next requeue or lease expiry, or the safety-net poll.
+        """Sleep until woken, the next due time (`_until_due`), or the safety-net poll.
 
         A worker that just ran passes (requeue times changed) or finds no
         timekeeper computes the next due time; it becomes the timekeeper when
@@ -231,10 +268,7 @@ class Conductor:
         with self._cv:
             keeper_at = self._keeper_at
         if fresh or keeper_at is None or keeper_at <= time.monotonic():
-            now = self.ctx.now()
-            nxt = queue.next_due_at(self.ctx.db, now)
-            if nxt is not None:
-                timeout = max(0.01, min(timeout, (nxt - now).total_seconds()))
+            timeout = min(timeout, self._until_due())
             deadline = time.monotonic() + timeout
             with self._cv:
                 k = self._keeper_at

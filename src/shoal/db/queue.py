@@ -13,12 +13,24 @@ at the first rows they need, whatever the backlog.
 from __future__ import annotations
 
 import functools
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Integer, Select, Table, and_, bindparam, func, literal, or_, select, update
+from sqlalchemy import (
+    Connection,
+    Integer,
+    Select,
+    Table,
+    and_,
+    bindparam,
+    func,
+    literal,
+    or_,
+    select,
+    update,
+)
 
 from shoal.db import leases
 from shoal.db.engine import Database
@@ -149,6 +161,32 @@ def requeue_unobserved(db: Database, now: datetime) -> int:
     return found
 
 
+Released = Callable[[list[datetime]], None]  # told the due times of the released resources
+
+
+def release_leases(
+    s: Connection, holder: str, keys: Collection[str], on_release: Released | None
+) -> None:
+    """Drop `holder`'s leases `keys` in `s`'s transaction; tell `on_release` when those
+    resources are due next (what their passes wrote): the releasing conductor keeps
+    that schedule of its own work and wakes for it, instead of for every due time of
+    the fleet (conductor/loop.py)."""
+    leases.release(s, holder, keys)
+    if on_release is None or not keys:
+        return
+    due: list[datetime] = []
+    for kind in KINDS.values():
+        prefix = kind.name + ":"
+        uuids = [k[len(prefix) :] for k in keys if k.startswith(prefix)]
+        if uuids:
+            row = kind.row
+            q = select(row.next_reconcile_at).where(
+                row.uuid.in_(uuids), row.next_reconcile_at.is_not(None)
+            )
+            due.extend(s.scalars(q))
+    on_release(due)
+
+
 def _nothing_due(db: Database, kind: Kind, now: datetime) -> bool:
     """Whether no resource of `kind` is due and free: most looks find nothing, and a
     read answers that without opening a write transaction."""
@@ -165,6 +203,7 @@ def claim_due(
     limit: int,
     *,
     release: Collection[str] = (),
+    on_release: Released | None = None,
 ) -> list[str]:
     """Lease up to `limit` due resources of `kind`, after releasing `holder`'s leases
     `release` in the same transaction.
@@ -176,7 +215,7 @@ def claim_due(
         return []
     q = _claim_query(kind, lock=not db.is_sqlite)
     with db.core_write() as s:
-        leases.release(s, holder, release)
+        release_leases(s, holder, release, on_release)
         uuids = list(s.scalars(q, {"now": now, "limit": limit}))
         return [u for u in uuids if leases.claim(s, leases.key(kind.name, u), holder, now, ttl)]
 
@@ -190,6 +229,7 @@ def claim_due_groups(
     *,
     release: Collection[str] = (),
     merge: bool = False,
+    on_release: Released | None = None,
 ) -> list[list[str]]:
     """Like `claim_due` for node groups, but a small group (at most BATCH_NODES nodes)
     comes with the other due, unleased small groups of its cluster (a batch, up
@@ -204,7 +244,7 @@ def claim_due_groups(
         return []
     lock = not db.is_sqlite
     with db.core_write() as s:
-        leases.release(s, holder, release)
+        release_leases(s, holder, release, on_release)
         first = s.execute(_claim_query(NODEGROUP, lock=lock), {"now": now, "limit": limit}).all()
         if not first:
             return []
