@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -141,25 +141,29 @@ def test_a_conductor_learns_when_the_work_it_released_is_due_next(lite: Env) -> 
     """Releasing leases (in the next claim's transaction, or alone) reads when those
     resources are due again: the conductor's own schedule, which it wakes for
     instead of every due time of the fleet. Times already past are dropped; a
-    resource at rest (no due time) adds nothing."""
+    resource at rest (no due time) adds nothing. A claim says whether due work
+    was left (only then is another worker woken)."""
     cids = [lite.create(f"r{i}", [MASTER]) for i in range(3)]
     groups = [lite.group(c, "m").uuid for c in cids]
     claims = lite.conductor.claims
     now = utcnow()
-    got = queue.claim_due(lite.db, queue.NODEGROUP, claims.holder, now, 15, 10)
+    first, rest = queue.Notes(), queue.Notes()
+    got = queue.claim_due(lite.db, queue.NODEGROUP, claims.holder, now, 15, 2, notes=first)
+    got += queue.claim_due(lite.db, queue.NODEGROUP, claims.holder, now, 15, 10, notes=rest)
     assert sorted(got) == sorted(groups)
+    assert (first.more, rest.more) == (True, False)  # whether another worker is woken
     with lite.db.write() as s:  # what the passes wrote: due in 5 s, in 10 s, at rest
         for g, at in zip(groups, (5, 10, None), strict=True):
             due = None if at is None else now + timedelta(seconds=at)
             s.execute(update(NodeGroupRow).where(NodeGroupRow.uuid == g).values(
                 next_reconcile_at=due))  # fmt: skip
     keys = [leases.key(queue.NODEGROUP.name, g) for g in groups]
-    seen: list[datetime] = []
+    notes = queue.Notes()
     assert queue.claim_due(lite.db, queue.NODEGROUP, claims.holder, now, 15, 10,
-                           release=keys[:1], on_release=seen.extend) == []  # fmt: skip
-    assert seen == [now + timedelta(seconds=5)]
+                           release=keys[:1], notes=notes) == []  # fmt: skip
+    assert notes.requeued == [now + timedelta(seconds=5)]
     claims.release(keys[1:])  # alone, in a transaction of its own
-    claims.requeued(seen)
+    claims.requeued(notes.requeued)
     for at, want in ((0, 5), (5, 10), (6, 10), (10, None), (11, None)):
         expected = None if want is None else now + timedelta(seconds=want)
         assert claims.own_next(now + timedelta(seconds=at)) == expected, at

@@ -24,6 +24,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from shoal.conductor.kinds import KINDS, Batch, WorkKind
 from shoal.db import leases, queue, registry
@@ -34,6 +35,14 @@ log = logging.getLogger(__name__)
 
 LOAD_TTL_S = 0.2  # how long one count of the due work serves this process's workers
 OWN_DUE_MAX = 100_000  # due times of its own work a process remembers at most
+
+
+class Take(NamedTuple):
+    """What a worker's claim took."""
+
+    batches: list[Batch]
+    capped: bool  # this process holds its fair share already: peers take the rest
+    more: bool  # due, free work of the kind was left: wake another worker for it
 
 
 class Claims:
@@ -116,11 +125,14 @@ class Claims:
         """Drop leases now (errors are logged: the leases expire by themselves)."""
         if not keys:
             return
+        notes = queue.Notes()
         try:
             with self.db.core_write() as s:
-                queue.release_leases(s, self.holder, keys, self.requeued)
+                queue.release_leases(s, self.holder, keys, notes)
         except Exception:
             log.exception("%s: could not release lease", ", ".join(keys))
+            return
+        self.requeued(notes.requeued)
 
     def take_release(self) -> list[str]:
         """This worker's leases left to release (by its next claim)."""
@@ -143,8 +155,20 @@ class Claims:
         self, kind: WorkKind, limit: int, release: list[str] | None = None, *, merge: bool = False
     ) -> list[Batch]:
         """Claim up to `limit` batches of due `kind` work (after releasing `release`)."""
+        return self._claim(kind, limit, release, merge=merge).batches
+
+    def _claim(
+        self,
+        kind: WorkKind,
+        limit: int,
+        release: list[str] | None,
+        *,
+        merge: bool = False,
+        looked: bool = False,
+    ) -> Take:
+        notes = queue.Notes()
         try:
-            return kind.claim(
+            batches = kind.claim(
                 self.db,
                 self.holder,
                 self._now(),
@@ -152,21 +176,36 @@ class Claims:
                 limit,
                 release=release or (),
                 merge=merge,
-                on_release=self.requeued,
+                looked=looked,
+                notes=notes,
             )
         except Exception:
             self.release(release or [])  # the claim rolled back with the release in it
             raise
+        self.requeued(notes.requeued)
+        return Take(batches, False, bool(batches) and notes.more)
 
-    def claim_fair(self, kind: WorkKind) -> tuple[list[Batch], bool]:
-        """What one worker takes now: (batches, capped). `capped`: this process holds
+    def due_kinds(self) -> set[str]:
+        """The kinds with due, free work now (one read for all)."""
+        return queue.due_kinds(self.db, self._now())
+
+    def releasing(self) -> bool:
+        """Whether this worker has leases to release (its next claim writes anyway)."""
+        return bool(getattr(self._local, "release", None))
+
+    def claim_fair(self, kind: WorkKind, due: set[str] | None = None) -> Take:
+        """What one worker takes now. `due`: the kinds with due work, as this worker
+        just read (None: not read; the claim looks). `capped`: this process holds
         its fair share already and peers are taking the rest."""
         release = self.take_release()
         with self._lock:
             queued = self._queued[kind.name].popleft() if self._queued[kind.name] else None
         if queued is not None:
             self.release(release)
-            return [queued], False
+            return Take([queued], False, False)
+        looked = due is not None and not release
+        if looked and kind.name not in (due or ()):
+            return Take([], False, False)
         prefix = kind.name + ":"
         with self._lock:
             mine = sum(1 for k in self._held if k.startswith(prefix)) + self._claiming[kind.name]
@@ -182,12 +221,12 @@ class Claims:
                     # this conductor learns of it only at its next heartbeat, while
                     # a merged batch would keep work from it.
                     merged = self._for_idle(kind, queue.BATCH_MAX // 2, release, merge=True)
-                    return merged, False
-                return self._for_idle(kind, 1 + idle, release), False
+                    return Take(merged, False, False)
+                return Take(self._for_idle(kind, 1 + idle, release), False, False)
             if mine > 0 and self.live != 1 and self._over_share(kind, mine):
                 self.release(release)
-                return [], True
-            return self.claim(kind, 1, release), False
+                return Take([], True, False)
+            return self._claim(kind, 1, release, looked=looked)
         finally:
             with self._lock:
                 self._claiming[kind.name] -= 1

@@ -32,7 +32,8 @@ class Claim(Protocol):
         *,
         release: Collection[str] = (),
         merge: bool = False,
-        on_release: queue.Released | None = None,
+        looked: bool = False,
+        notes: queue.Notes | None = None,
     ) -> list[Batch]: ...
 
 
@@ -48,10 +49,11 @@ def each_alone(kind: queue.Kind) -> Claim:
         *,
         release: Collection[str] = (),
         merge: bool = False,
-        on_release: queue.Released | None = None,
+        looked: bool = False,
+        notes: queue.Notes | None = None,
     ) -> list[Batch]:
         uuids = queue.claim_due(
-            db, kind, holder, now, ttl, limit, release=release, on_release=on_release
+            db, kind, holder, now, ttl, limit, release=release, looked=looked, notes=notes
         )
         return [uuids] if merge and uuids else [[u] for u in uuids]
 

@@ -208,12 +208,16 @@ class Conductor:
             try:
                 found = capped = False
                 worked = getattr(self._local, "worked", True)
+                # A look with nothing to release: one read for every kind (a claim
+                # writes only for a kind with due work).
+                due = None if self.claims.releasing() else self.claims.due_kinds()
                 for kind in KINDS:
-                    batches, full = self.claims.claim_fair(kind)
-                    capped = capped or full
-                    for b in batches:
+                    take = self.claims.claim_fair(kind, due)  # after a pass: not `due`
+                    capped = capped or take.capped
+                    for b in take.batches:
                         found = True
-                        self.wake()  # more may be due: let another worker look
+                        if take.more:  # more is due: let another worker take it
+                            self.wake()
                         self._work(kind, b, defer=True)
                 self._local.worked = found
                 if found:

@@ -13,8 +13,8 @@ at the first rows they need, whatever the backlog.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from collections.abc import Collection
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -161,20 +161,25 @@ def requeue_unobserved(db: Database, now: datetime) -> int:
     return found
 
 
-Released = Callable[[list[datetime]], None]  # told the due times of the released resources
+@dataclass
+class Notes:
+    """What a claim's transaction saw beside the claims, for the claiming conductor."""
+
+    # When the resources whose leases it released are due next (what their passes
+    # wrote): the conductor keeps that schedule of its own work and wakes for it,
+    # instead of for every due time of the fleet (conductor/loop.py).
+    requeued: list[datetime] = field(default_factory=list)
+    # Whether a due, free resource of the kind was left after the claim: only then
+    # is another worker woken to claim it.
+    more: bool = True
 
 
-def release_leases(
-    s: Connection, holder: str, keys: Collection[str], on_release: Released | None
-) -> None:
-    """Drop `holder`'s leases `keys` in `s`'s transaction; tell `on_release` when those
-    resources are due next (what their passes wrote): the releasing conductor keeps
-    that schedule of its own work and wakes for it, instead of for every due time of
-    the fleet (conductor/loop.py)."""
+def release_leases(s: Connection, holder: str, keys: Collection[str], notes: Notes | None) -> None:
+    """Drop `holder`'s leases `keys` in `s`'s transaction; note when those resources
+    are due next (`notes.requeued`)."""
     leases.release(s, holder, keys)
-    if on_release is None or not keys:
+    if notes is None or not keys:
         return
-    due: list[datetime] = []
     for kind in KINDS.values():
         prefix = kind.name + ":"
         uuids = [k[len(prefix) :] for k in keys if k.startswith(prefix)]
@@ -183,8 +188,25 @@ def release_leases(
             q = select(row.next_reconcile_at).where(
                 row.uuid.in_(uuids), row.next_reconcile_at.is_not(None)
             )
-            due.extend(s.scalars(q))
-    on_release(due)
+            notes.requeued.extend(s.scalars(q))
+
+
+def _note_more(s: Connection, kind: Kind, now: datetime, notes: Notes | None) -> None:
+    """Note whether a due, free resource of `kind` is left (this transaction's own
+    claims count as taken). A hint: a peer's claim under way may take it."""
+    if notes is not None:
+        notes.more = s.scalar(_claim_query(kind), {"now": now, "limit": 1}) is not None
+
+
+def due_kinds(db: Database, now: datetime) -> set[str]:
+    """The kinds of work with a due, free resource now: one read for all of them (an
+    idle worker's look; most find nothing)."""
+    with db.core_read() as s:
+        return {
+            k.name
+            for k in KINDS.values()
+            if s.scalar(_claim_query(k), {"now": now, "limit": 1}) is not None
+        }
 
 
 def _nothing_due(db: Database, kind: Kind, now: datetime) -> bool:
@@ -203,21 +225,27 @@ def claim_due(
     limit: int,
     *,
     release: Collection[str] = (),
-    on_release: Released | None = None,
+    looked: bool = False,
+    notes: Notes | None = None,
 ) -> list[str]:
     """Lease up to `limit` due resources of `kind`, after releasing `holder`'s leases
     `release` in the same transaction.
 
     On PostgreSQL the candidates are locked FOR UPDATE SKIP LOCKED, so
-    conductors claiming at the same moment take different resources.
+    conductors claiming at the same moment take different resources. `looked`: the
+    caller has just read that some is due (no read first); `notes`: what else the
+    transaction saw (`Notes`).
     """
-    if not release and _nothing_due(db, kind, now):
+    if not release and not looked and _nothing_due(db, kind, now):
         return []
     q = _claim_query(kind, lock=not db.is_sqlite)
     with db.core_write() as s:
-        release_leases(s, holder, release, on_release)
+        release_leases(s, holder, release, notes)
         uuids = list(s.scalars(q, {"now": now, "limit": limit}))
-        return [u for u in uuids if leases.claim(s, leases.key(kind.name, u), holder, now, ttl)]
+        got = [u for u in uuids if leases.claim(s, leases.key(kind.name, u), holder, now, ttl)]
+        if got:
+            _note_more(s, kind, now, notes)
+        return got
 
 
 def claim_due_groups(
@@ -229,7 +257,8 @@ def claim_due_groups(
     *,
     release: Collection[str] = (),
     merge: bool = False,
-    on_release: Released | None = None,
+    looked: bool = False,
+    notes: Notes | None = None,
 ) -> list[list[str]]:
     """Like `claim_due` for node groups, but a small group (at most BATCH_NODES nodes)
     comes with the other due, unleased small groups of its cluster (a batch, up
@@ -240,11 +269,11 @@ def claim_due_groups(
     intent rows do not wait for other groups'. `merge`: the small groups of all
     the claimed groups' clusters make one batch (up to BATCH_MAX), for a
     conductor whose workers are all busy with a backlog of small clusters."""
-    if not release and _nothing_due(db, NODEGROUP, now):
+    if not release and not looked and _nothing_due(db, NODEGROUP, now):
         return []
     lock = not db.is_sqlite
     with db.core_write() as s:
-        release_leases(s, holder, release, on_release)
+        release_leases(s, holder, release, notes)
         first = s.execute(_claim_query(NODEGROUP, lock=lock), {"now": now, "limit": limit}).all()
         if not first:
             return []
@@ -271,7 +300,10 @@ def claim_due_groups(
                 continue
             if leases.claim(s, leases.key(NODEGROUP.name, uuid), holder, now, ttl):
                 batch.append(uuid)
-        return [b for b in batches.values() if b]
+        claimed = [b for b in batches.values() if b]
+        if claimed:
+            _note_more(s, NODEGROUP, now, notes)
+        return claimed
 
 
 @dataclass(frozen=True)
