@@ -42,7 +42,7 @@ class Take(NamedTuple):
 
     batches: list[Batch]
     capped: bool  # this process holds its fair share already: peers take the rest
-    more: bool  # due, free work of the kind was left: wake another worker for it
+    due: set[str] | None  # kinds with due, free work left after the claim (None: not read)
 
 
 class Claims:
@@ -183,7 +183,7 @@ class Claims:
             self.release(release or [])  # the claim rolled back with the release in it
             raise
         self.requeued(notes.requeued)
-        return Take(batches, False, bool(batches) and notes.more)
+        return Take(batches, False, notes.due)
 
     def due_kinds(self) -> set[str]:
         """The kinds with due, free work now (one read for all)."""
@@ -202,10 +202,10 @@ class Claims:
             queued = self._queued[kind.name].popleft() if self._queued[kind.name] else None
         if queued is not None:
             self.release(release)
-            return Take([queued], False, False)
+            return Take([queued], False, None)
         looked = due is not None and not release
         if looked and kind.name not in (due or ()):
-            return Take([], False, False)
+            return Take([], False, due)
         prefix = kind.name + ":"
         with self._lock:
             mine = sum(1 for k in self._held if k.startswith(prefix)) + self._claiming[kind.name]
@@ -221,11 +221,11 @@ class Claims:
                     # this conductor learns of it only at its next heartbeat, while
                     # a merged batch would keep work from it.
                     merged = self._for_idle(kind, queue.BATCH_MAX // 2, release, merge=True)
-                    return Take(merged, False, False)
-                return Take(self._for_idle(kind, 1 + idle, release), False, False)
+                    return Take(merged, False, None)
+                return Take(self._for_idle(kind, 1 + idle, release), False, None)
             if mine > 0 and self.live != 1 and self._over_share(kind, mine):
                 self.release(release)
-                return Take([], True, False)
+                return Take([], True, None)
             return self._claim(kind, 1, release, looked=looked)
         finally:
             with self._lock:

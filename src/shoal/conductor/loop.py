@@ -204,29 +204,35 @@ class Conductor:
 
     def _worker(self) -> None:
         calls.warm(self.ctx)
+        # The kinds with due work as the last claim's transaction saw them, while no
+        # pass ran since (None: unknown): a worker then needs no read of its own.
+        due: set[str] | None = None
         while not self._stop.is_set():
             try:
                 found = capped = False
                 worked = getattr(self._local, "worked", True)
-                # A look with nothing to release: one read for every kind (a claim
-                # writes only for a kind with due work).
-                due = None if self.claims.releasing() else self.claims.due_kinds()
+                if due is None and not self.claims.releasing():
+                    due = self.claims.due_kinds()  # one read for every kind
                 for kind in KINDS:
                     take = self.claims.claim_fair(kind, due)  # after a pass: not `due`
                     capped = capped or take.capped
+                    due = take.due
                     for b in take.batches:
                         found = True
-                        if take.more:  # more is due: let another worker take it
+                        if due:  # work is left: let another worker take it
                             self.wake()
+                        due = None  # the pass changes what is due
                         self._work(kind, b, defer=True)
                 self._local.worked = found
                 if found:
                     continue
+                due = None
                 # Capped: peers are taking the rest; this process's share grows only
                 # when more work comes due (its own schedule, a wake-up, the look at
                 # the fleet's due times), which is what `_idle` waits for.
                 self._idle(fresh=worked or capped)
             except Exception:
+                due = None
                 log.exception("conductor worker: unexpected error; continuing")
                 self._stop.wait(self.settings.poll_seconds)
         self.claims.release(self.claims.take_release())
@@ -238,8 +244,11 @@ class Conductor:
 
     def _until_due(self) -> float:
         """Seconds until this process may find work to claim: the next due time of its
-        own work, or the next look at the fleet's (due work of peers', expired leases);
-        the safety-net poll at most."""
+        own work, or the next look at the fleet's (peers' work, expired leases). A
+        look wakes a worker only for work left unclaimed a look period after it was
+        due (its last conductor did not take it: capped at its share, or gone), and
+        else comes again a period after the fleet's next due time; the safety-net
+        poll at most."""
         now = self.ctx.now()
         t = time.monotonic()
         wait = self.poll_period()
@@ -249,14 +258,15 @@ class Conductor:
         with self._cv:
             look = self._peer_at <= t
         if look:
+            period = self.peer_look_period()
             nxt = queue.next_due_at(self.ctx.db, now)
-            gap = (
-                self.poll_period()
-                if nxt is None
-                else max(self.peer_look_period(), (nxt - now).total_seconds())
-            )
+            late = None if nxt is None else (now - nxt).total_seconds()
             with self._cv:
-                self._peer_at = t + gap
+                self._peer_at = t + (
+                    self.poll_period() if late is None else max(period, period - late)
+                )
+            if late is not None and late >= period:
+                return 0.01  # nobody took it: take it now
         with self._cv:
             wait = min(wait, self._peer_at - t)
         return max(0.01, wait)

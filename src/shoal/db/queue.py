@@ -169,9 +169,10 @@ class Notes:
     # wrote): the conductor keeps that schedule of its own work and wakes for it,
     # instead of for every due time of the fleet (conductor/loop.py).
     requeued: list[datetime] = field(default_factory=list)
-    # Whether a due, free resource of the kind was left after the claim: only then
-    # is another worker woken to claim it.
-    more: bool = True
+    # The kinds with a due, free resource left when the claim's transaction ended (its
+    # own claims count as taken; None: not read). A worker looks no further when
+    # none is left, and wakes another only for what is.
+    due: set[str] | None = None
 
 
 def release_leases(s: Connection, holder: str, keys: Collection[str], notes: Notes | None) -> None:
@@ -191,22 +192,23 @@ def release_leases(s: Connection, holder: str, keys: Collection[str], notes: Not
             notes.requeued.extend(s.scalars(q))
 
 
-def _note_more(s: Connection, kind: Kind, now: datetime, notes: Notes | None) -> None:
-    """Note whether a due, free resource of `kind` is left (this transaction's own
-    claims count as taken). A hint: a peer's claim under way may take it."""
+def _due_kinds(s: Connection, now: datetime) -> set[str]:
+    params = {"now": now, "limit": 1}
+    return {k.name for k in KINDS.values() if s.scalar(_claim_query(k), params) is not None}
+
+
+def _note_due(s: Connection, now: datetime, notes: Notes | None) -> None:
+    """Note which kinds have due, free work left, in the claim's transaction (a hint:
+    a peer's claim under way may take it)."""
     if notes is not None:
-        notes.more = s.scalar(_claim_query(kind), {"now": now, "limit": 1}) is not None
+        notes.due = _due_kinds(s, now)
 
 
 def due_kinds(db: Database, now: datetime) -> set[str]:
     """The kinds of work with a due, free resource now: one read for all of them (an
     idle worker's look; most find nothing)."""
     with db.core_read() as s:
-        return {
-            k.name
-            for k in KINDS.values()
-            if s.scalar(_claim_query(k), {"now": now, "limit": 1}) is not None
-        }
+        return _due_kinds(s, now)
 
 
 def _nothing_due(db: Database, kind: Kind, now: datetime) -> bool:
@@ -243,8 +245,7 @@ def claim_due(
         release_leases(s, holder, release, notes)
         uuids = list(s.scalars(q, {"now": now, "limit": limit}))
         got = [u for u in uuids if leases.claim(s, leases.key(kind.name, u), holder, now, ttl)]
-        if got:
-            _note_more(s, kind, now, notes)
+        _note_due(s, now, notes)
         return got
 
 
@@ -276,6 +277,7 @@ def claim_due_groups(
         release_leases(s, holder, release, notes)
         first = s.execute(_claim_query(NODEGROUP, lock=lock), {"now": now, "limit": limit}).all()
         if not first:
+            _note_due(s, now, notes)
             return []
 
         def key(uuid: str, cluster: str, size: int) -> str:  # the batch a group goes in
@@ -300,10 +302,8 @@ def claim_due_groups(
                 continue
             if leases.claim(s, leases.key(NODEGROUP.name, uuid), holder, now, ttl):
                 batch.append(uuid)
-        claimed = [b for b in batches.values() if b]
-        if claimed:
-            _note_more(s, NODEGROUP, now, notes)
-        return claimed
+        _note_due(s, now, notes)
+        return [b for b in batches.values() if b]
 
 
 @dataclass(frozen=True)
