@@ -80,16 +80,28 @@ class Claims:
         self._load: dict[str, tuple[float, queue.Load]] = {}
         # When the resources this process passed last are due next (a heap).
         self._own_due: list[datetime] = []
+        self.scheduled = 0  # the fleet's resources with a due time, at the last look
 
     # -- this process's own schedule ---------------------------------------------
 
     def requeued(self, due: list[datetime]) -> None:
-        """Resources this process released are due again at `due`."""
+        """Resources this process released are due again at `due`. Beyond its share of
+        the fleet's scheduled work (as its last look counted it), it lets them go: it
+        does not wake for them, and a peer with less takes them."""
         with self._lock:
+            if self.live is not None and self.live > 1 and self.scheduled:
+                share = -(-self.scheduled // self.live)
+                due = due[: max(0, share - len(self._own_due))]
             for t in due:
                 heapq.heappush(self._own_due, t)
             if len(self._own_due) > OWN_DUE_MAX:  # a bound: peers' looks cover the rest
                 self._own_due = heapq.nsmallest(OWN_DUE_MAX // 2, self._own_due)
+
+    def own_count(self) -> int:
+        """How many due times of its own work this process remembers (about the
+        resources it passed last and that are due again)."""
+        with self._lock:
+            return len(self._own_due)
 
     def own_next(self, now: datetime) -> datetime | None:
         """The earliest due time after `now` of the resources this process passed last

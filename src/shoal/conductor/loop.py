@@ -98,7 +98,7 @@ class Conductor:
             settings,
             now=now,
             idle_workers=self._idle_workers,
-            wake=self.wake,
+            wake=self._rouse,
             alive_window=timedelta(seconds=3 * heartbeat_period(settings.lease_seconds)),
         )
         self.housekeeping = Housekeeping(self.ctx, self.claims, self.host, self.wake)
@@ -187,7 +187,15 @@ class Conductor:
         self.ctx.pool.shutdown(wait=True, cancel_futures=True)
 
     def wake(self) -> None:
-        """Look for due work now instead of at the next poll (rouses one idle worker)."""
+        """Look for due work now instead of at the next poll (rouses one idle worker):
+        desired state changed. The next idle worker also looks at the fleet's due
+        times again (the new work's next passes may be a peer's)."""
+        with self._cv:
+            self._peer_at = 0.0
+        self._rouse()
+
+    def _rouse(self) -> None:
+        """Rouse one idle worker (a worker that found work lets the next one look)."""
         with self._cv:
             self._woken = True
             self._cv.notify()
@@ -220,7 +228,7 @@ class Conductor:
                     for b in take.batches:
                         found = True
                         if due:  # work is left: let another worker take it
-                            self.wake()
+                            self._rouse()
                         due = None  # the pass changes what is due
                         self._work(kind, b, defer=True)
                 self._local.worked = found
@@ -245,10 +253,11 @@ class Conductor:
     def _until_due(self) -> float:
         """Seconds until this process may find work to claim: the next due time of its
         own work, or the next look at the fleet's (peers' work, expired leases). A
-        look wakes a worker only for work left unclaimed a look period after it was
-        due (its last conductor did not take it: capped at its share, or gone), and
-        else comes again a period after the fleet's next due time; the safety-net
-        poll at most."""
+        look wakes a worker for work left unclaimed a look period after it was due
+        (its last conductor did not take it: capped at its share, or gone), or for
+        any due work while this process has less of the fleet's than its share (so a
+        new or idle conductor takes some over); else it comes again a period after
+        the fleet's next due time. The safety-net poll at most."""
         now = self.ctx.now()
         t = time.monotonic()
         wait = self.poll_period()
@@ -259,14 +268,26 @@ class Conductor:
             look = self._peer_at <= t
         if look:
             period = self.peer_look_period()
-            nxt = queue.next_due_at(self.ctx.db, now)
-            late = None if nxt is None else (now - nxt).total_seconds()
+            seen = queue.outlook(self.ctx.db, now)
+            self.claims.scheduled = seen.scheduled
+            late = None if seen.next_due is None else (now - seen.next_due).total_seconds()
+            # Less than its share of the fleet's scheduled work (by more than one):
+            # look again when the next free work is due, to take what is let go.
+            live = max(1, self.claims.live or 1)
+            under = (self.claims.own_count() + 1) * live <= seen.scheduled
+            free = None if seen.next_free is None else (seen.next_free - now).total_seconds()
+            if late is None:
+                gap = self.poll_period()
+            elif late >= 0:
+                gap = period
+            elif under and free is not None:
+                gap = max(0.01, free)
+            else:
+                gap = period - late
             with self._cv:
-                self._peer_at = t + (
-                    self.poll_period() if late is None else max(period, period - late)
-                )
-            if late is not None and late >= period:
-                return 0.01  # nobody took it: take it now
+                self._peer_at = t + gap
+            if late is not None and (late >= period or (late >= 0 and under)):
+                return 0.01  # take it now
         with self._cv:
             wait = min(wait, self._peer_at - t)
         return max(0.01, wait)

@@ -325,6 +325,33 @@ def load(db: Database, kind: Kind, now: datetime) -> Load:
     return Load(int(due or 0), oldest)
 
 
+@dataclass(frozen=True)
+class Outlook:
+    """What a conductor's look at the whole fleet's queue sees."""
+
+    next_free: datetime | None  # the earliest requeue time of a resource nobody holds
+    next_expiry: datetime | None  # the earliest expiry of a lease someone holds
+    scheduled: int  # resources with a due time (work in progress or waiting)
+
+    @property
+    def next_due(self) -> datetime | None:
+        """As `next_due_at`."""
+        return min((t for t in (self.next_free, self.next_expiry) if t is not None), default=None)
+
+
+def outlook(db: Database, now: datetime) -> Outlook:
+    """`next_due_at`, in its two parts, and the count of scheduled resources: one read."""
+    params = {"now": now}
+    with db.core_read() as s:
+        free = [t for k in KINDS.values() if (t := s.scalar(_next_query(k), params)) is not None]
+        expiry = s.scalar(_NEXT_EXPIRY, params)
+        scheduled = sum(
+            int(s.scalar(select(func.count()).where(k.row.next_reconcile_at.is_not(None))) or 0)
+            for k in KINDS.values()
+        )
+    return Outlook(min(free, default=None), expiry, scheduled)
+
+
 def next_due_at(db: Database, now: datetime | None = None) -> datetime | None:
     """When a conductor may next find something to claim: the earliest requeue time
     of a resource nobody holds, or the earliest expiry of a lease someone holds
