@@ -92,12 +92,19 @@ class Env:
 
         return done
 
-    def step_until(self, done: Callable[[], bool], timeout: float = 30.0) -> None:
-        """Run conductor passes until `done()`; fail after `timeout` real seconds."""
+    def step_until(
+        self, done: Callable[[], bool], timeout: float = 30.0, skew_step: timedelta | None = None
+    ) -> None:
+        """Run conductor passes until `done()`; fail after `timeout` real seconds. With
+        `skew_step`, the conductor's clock also moves on by that much each pass (a test
+        that moved it ahead of the sim's own clock: the machines' moves then look late,
+        and the group is paced as for a late move, in the conductor's time)."""
         deadline = time.monotonic() + scaled(timeout)  # stretched on a loaded machine
         while not done():
             assert time.monotonic() < deadline, "the conductor did not converge in time"
             self.conductor.run_once()
+            if skew_step is not None:
+                self.skew[0] += skew_step
             time.sleep(0.02)
 
 

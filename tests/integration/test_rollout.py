@@ -103,11 +103,21 @@ def test_an_image_whose_nodes_never_come_up_stops_and_keeps_the_old(env: Env) ->
     story = [e.message for e in env.events(cid) if e.reason == "RollingOut"]
     assert not any("retiring node" in m for m in story)
     rollouts.hold(env.db, env.caller, cid, "abort", {"nodegroup": "w"})
-    env.step_until(lambda: env.group(cid, "w").status == "UPDATE_COMPLETE")
+    # The clock moved 150 s ahead of the sim's: a delete still under way looks late and
+    # its group is looked at again in up to 30 s of the conductor's time (pacing.py).
+    env.step_until(
+        lambda: env.group(cid, "w").status == "UPDATE_COMPLETE",
+        timeout=90.0,
+        skew_step=timedelta(seconds=1),
+    )
     g = env.group(cid, "w")
     assert "rollout aborted" in (g.status_reason or "")
     env.resize(cid, "w", 2)  # usable as it is
-    env.step_until(lambda: len(env.nodes(cid, "w")) == 2 and env.complete(cid)())
+    env.step_until(
+        lambda: len(env.nodes(cid, "w")) == 2 and env.complete(cid)(),
+        timeout=90.0,
+        skew_step=timedelta(seconds=1),
+    )
 
 
 def test_a_new_node_not_ready_by_the_progress_deadline_stops_the_rollout(env: Env) -> None:
