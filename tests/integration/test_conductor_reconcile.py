@@ -20,7 +20,7 @@ from shoal.conductor.nodegroup import reconcile as nodegroup
 from shoal.conductor.nodegroup import scale
 from shoal.conductor.nodegroup.state import Pass
 from shoal.db import leases, queue, snapshots
-from shoal.db.tables import ClusterRow, LeaseRow, NodeGroupRow, NodeRow
+from shoal.db.tables import ClusterRow, NodeGroupRow, NodeRow
 from shoal.db.types import utcnow
 from shoal.domain import conditions as cond
 from shoal.domain import model as m
@@ -135,43 +135,6 @@ def test_claims_take_the_longest_due_first_and_skip_leased_ones(lite: Env) -> No
         leases.release(s, "me", [leases.key(queue.NODEGROUP.name, g) for g in got])
         leases.release(s, "peer", [leases.key(queue.NODEGROUP.name, groups[0])])
     assert queue.next_due_at(lite.db, now) == now - timedelta(seconds=3)
-
-
-def test_a_conductor_learns_when_the_work_it_released_is_due_next(lite: Env) -> None:
-    """Releasing leases (in the next claim's transaction, or alone) reads when those
-    resources are due again: the conductor's own schedule, which it wakes for
-    instead of every due time of the fleet. Times already past are dropped; a
-    resource at rest (no due time) adds nothing. A claim says which kinds of work
-    were left due."""
-    cids = [lite.create(f"r{i}", [MASTER]) for i in range(3)]
-    groups = [lite.group(c, "m").uuid for c in cids]
-    claims = lite.conductor.claims
-    now = utcnow()
-    first, rest = queue.Notes(), queue.Notes()
-    got = queue.claim_due(lite.db, queue.NODEGROUP, claims.holder, now, 15, 2, notes=first)
-    got += queue.claim_due(lite.db, queue.NODEGROUP, claims.holder, now, 15, 10, notes=rest)
-    assert sorted(got) == sorted(groups)
-    # What was left due, as the claim's own transaction saw it: another worker is
-    # woken only for that, and a worker whose claim left nothing looks no further.
-    assert first.due is not None and rest.due is not None
-    assert ("nodegroup" in first.due, "nodegroup" in rest.due) == (True, False)
-    with lite.db.write() as s:  # what the passes wrote: due in 5 s, in 10 s, at rest
-        for g, at in zip(groups, (5, 10, None), strict=True):
-            due = None if at is None else now + timedelta(seconds=at)
-            s.execute(update(NodeGroupRow).where(NodeGroupRow.uuid == g).values(
-                next_reconcile_at=due))  # fmt: skip
-    keys = [leases.key(queue.NODEGROUP.name, g) for g in groups]
-    notes = queue.Notes()
-    assert queue.claim_due(lite.db, queue.NODEGROUP, claims.holder, now, 15, 10,
-                           release=keys[:1], notes=notes) == []  # fmt: skip
-    assert notes.requeued == [now + timedelta(seconds=5)]
-    claims.release(keys[1:])  # alone, in a transaction of its own
-    claims.requeued(notes.requeued)
-    for at, want in ((0, 5), (5, 10), (6, 10), (10, None), (11, None)):
-        expected = None if want is None else now + timedelta(seconds=want)
-        assert claims.own_next(now + timedelta(seconds=at)) == expected, at
-    with lite.db.read() as s:  # every lease was released
-        assert not s.scalar(select(func.count()).select_from(LeaseRow))
 
 
 def test_small_groups_of_a_cluster_are_claimed_and_passed_together(lite: Env) -> None:

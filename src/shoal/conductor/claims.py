@@ -9,22 +9,17 @@
   work left unclaimed for a lease period is taken regardless (a slow peer).
 - A worker releases the leases of its last pass in its next claim's transaction
   (one write instead of two); leases are released at once when it stops or when
-  it takes queued work instead. The same transaction reads when the released
-  resources are due next: this process keeps that schedule of its own work
-  (`own_next`), and the loop wakes for it rather than for every due time of the
-  fleet (peers wake for theirs).
+  it takes queued work instead.
 """
 
 from __future__ import annotations
 
-import heapq
 import logging
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from datetime import datetime
-from typing import NamedTuple
 
 from shoal.conductor.kinds import KINDS, Batch, WorkKind
 from shoal.db import leases, queue, registry
@@ -34,15 +29,6 @@ from shoal.settings import ConductorSettings
 log = logging.getLogger(__name__)
 
 LOAD_TTL_S = 0.2  # how long one count of the due work serves this process's workers
-OWN_DUE_MAX = 100_000  # due times of its own work a process remembers at most
-
-
-class Take(NamedTuple):
-    """What a worker's claim took."""
-
-    batches: list[Batch]
-    capped: bool  # this process holds its fair share already: peers take the rest
-    due: set[str] | None  # kinds with due, free work left after the claim (None: not read)
 
 
 class Claims:
@@ -76,38 +62,6 @@ class Claims:
         # The due work per kind as last counted (monotonic time, Load): the capped
         # workers of this process re-check their share together, one count for all.
         self._load: dict[str, tuple[float, queue.Load]] = {}
-        # When the resources this process passed last are due next (a heap).
-        self._own_due: list[datetime] = []
-        self.scheduled = 0  # the fleet's resources with a due time, at the last look
-
-    # -- this process's own schedule ---------------------------------------------
-
-    def requeued(self, due: list[datetime]) -> None:
-        """Resources this process released are due again at `due`. Beyond its share of
-        the fleet's scheduled work (as its last look counted it), it lets them go: it
-        does not wake for them, and a peer with less takes them."""
-        with self._lock:
-            if self.live is not None and self.live > 1 and self.scheduled:
-                share = -(-self.scheduled // self.live)
-                due = due[: max(0, share - len(self._own_due))]
-            for t in due:
-                heapq.heappush(self._own_due, t)
-            if len(self._own_due) > OWN_DUE_MAX:  # a bound: peers' looks cover the rest
-                self._own_due = heapq.nsmallest(OWN_DUE_MAX // 2, self._own_due)
-
-    def own_count(self) -> int:
-        """How many due times of its own work this process remembers (about the
-        resources it passed last and that are due again)."""
-        with self._lock:
-            return len(self._own_due)
-
-    def own_next(self, now: datetime) -> datetime | None:
-        """The earliest due time after `now` of the resources this process passed last
-        (the times already past are dropped: their wake-up has been given)."""
-        with self._lock:
-            while self._own_due and self._own_due[0] <= now:
-                heapq.heappop(self._own_due)
-            return self._own_due[0] if self._own_due else None
 
     # -- leases held ------------------------------------------------------------
 
@@ -135,14 +89,11 @@ class Claims:
         """Drop leases now (errors are logged: the leases expire by themselves)."""
         if not keys:
             return
-        notes = queue.Notes()
         try:
             with self.db.core_write() as s:
-                queue.release_leases(s, self.holder, keys, notes)
+                leases.release(s, self.holder, keys)
         except Exception:
             log.exception("%s: could not release lease", ", ".join(keys))
-            return
-        self.requeued(notes.requeued)
 
     def take_release(self) -> list[str]:
         """This worker's leases left to release (by its next claim)."""
@@ -165,20 +116,8 @@ class Claims:
         self, kind: WorkKind, limit: int, release: list[str] | None = None, *, merge: bool = False
     ) -> list[Batch]:
         """Claim up to `limit` batches of due `kind` work (after releasing `release`)."""
-        return self._claim(kind, limit, release, merge=merge).batches
-
-    def _claim(
-        self,
-        kind: WorkKind,
-        limit: int,
-        release: list[str] | None,
-        *,
-        merge: bool = False,
-        looked: bool = False,
-    ) -> Take:
-        notes = queue.Notes()
         try:
-            batches = kind.claim(
+            return kind.claim(
                 self.db,
                 self.holder,
                 self._now(),
@@ -186,36 +125,20 @@ class Claims:
                 limit,
                 release=release or (),
                 merge=merge,
-                looked=looked,
-                notes=notes,
             )
         except Exception:
             self.release(release or [])  # the claim rolled back with the release in it
             raise
-        self.requeued(notes.requeued)
-        return Take(batches, False, notes.due)
 
-    def due_kinds(self) -> set[str]:
-        """The kinds with due, free work now (one read for all)."""
-        return queue.due_kinds(self.db, self._now())
-
-    def releasing(self) -> bool:
-        """Whether this worker has leases to release (its next claim writes anyway)."""
-        return bool(getattr(self._local, "release", None))
-
-    def claim_fair(self, kind: WorkKind, due: set[str] | None = None) -> Take:
-        """What one worker takes now. `due`: the kinds with due work, as this worker
-        just read (None: not read; the claim looks). `capped`: this process holds
+    def claim_fair(self, kind: WorkKind) -> tuple[list[Batch], bool]:
+        """What one worker takes now: (batches, capped). `capped`: this process holds
         its fair share already and peers are taking the rest."""
         release = self.take_release()
         with self._lock:
             queued = self._queued[kind.name].popleft() if self._queued[kind.name] else None
         if queued is not None:
             self.release(release)
-            return Take([queued], False, None)
-        looked = due is not None and not release
-        if looked and kind.name not in (due or ()):
-            return Take([], False, due)
+            return [queued], False
         prefix = kind.name + ":"
         with self._lock:
             mine = sum(1 for k in self._held if k.startswith(prefix)) + self._claiming[kind.name]
@@ -231,12 +154,12 @@ class Claims:
                     # this conductor learns of it only at its next heartbeat, while
                     # a merged batch would keep work from it.
                     merged = self._for_idle(kind, queue.BATCH_MAX // 2, release, merge=True)
-                    return Take(merged, False, None)
-                return Take(self._for_idle(kind, 1 + idle, release), False, None)
+                    return merged, False
+                return self._for_idle(kind, 1 + idle, release), False
             if mine > 0 and self.live != 1 and self._over_share(kind, mine):
                 self.release(release)
-                return Take([], True, None)
-            return self._claim(kind, 1, release, looked=looked)
+                return [], True
+            return self.claim(kind, 1, release), False
         finally:
             with self._lock:
                 self._claiming[kind.name] -= 1

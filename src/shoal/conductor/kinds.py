@@ -32,8 +32,6 @@ class Claim(Protocol):
         *,
         release: Collection[str] = (),
         merge: bool = False,
-        looked: bool = False,
-        notes: queue.Notes | None = None,
     ) -> list[Batch]: ...
 
 
@@ -49,12 +47,8 @@ def each_alone(kind: queue.Kind) -> Claim:
         *,
         release: Collection[str] = (),
         merge: bool = False,
-        looked: bool = False,
-        notes: queue.Notes | None = None,
     ) -> list[Batch]:
-        uuids = queue.claim_due(
-            db, kind, holder, now, ttl, limit, release=release, looked=looked, notes=notes
-        )
+        uuids = queue.claim_due(db, kind, holder, now, ttl, limit, release=release)
         return [uuids] if merge and uuids else [[u] for u in uuids]
 
     return claim

@@ -6,18 +6,12 @@ housekeeping thread (heartbeat: renew held leases, report in `conductors`,
 sweep orphans). Nothing waits on a cloud call in a loop: every pass ends by
 writing when it wants to be looked at again (`next_reconcile_at`).
 
-Idle workers sleep until the next due time of this process's own work (what
-its passes wrote, `Claims.own_next`), or until woken: in-process by `wake()`
-(the runtime calls it after each desired-state commit), across processes on
-PostgreSQL by `NOTIFY shoal_work`, which a dedicated LISTEN connection turns
-into `wake()`. The due times of the rest of the fleet (peers' work, lease
-expiries) are looked at no more often than `peer_look_period()`, so a
-conductor's wake-ups follow its own work, not the whole fleet's; a resource its
-last conductor does not take (capped at its share, or dead) waits at most that
-period for another. Workers capped at their fair share sleep the same way. The
-poll is only a safety net. Workers claim one resource at a time (SKIP LOCKED),
-so N conductors share the node groups pass by pass instead of one taking
-everything.
+Idle workers sleep until the earliest requeue time or lease expiry, or until
+woken: in-process by `wake()` (the runtime calls it after each desired-state
+commit), across processes on PostgreSQL by `NOTIFY shoal_work`, which a
+dedicated LISTEN connection turns into `wake()`. The poll is only a safety net.
+Workers claim one resource at a time (SKIP LOCKED), so N conductors share the
+node groups pass by pass instead of one taking everything.
 """
 
 from __future__ import annotations
@@ -88,7 +82,6 @@ class Conductor:
         self._cv = threading.Condition()
         self._woken = False
         self._keeper_at: float | None = None  # monotonic deadline of the timekeeper
-        self._peer_at = 0.0  # monotonic time of the next look at the fleet's due times
         self._sleeping = 0  # idle workers waiting on `_cv`
         self._local = threading.local()  # per worker: whether its last look found work
         self._threads: list[threading.Thread] = []
@@ -98,7 +91,7 @@ class Conductor:
             settings,
             now=now,
             idle_workers=self._idle_workers,
-            wake=self._rouse,
+            wake=self.wake,
         )
         self.housekeeping = Housekeeping(self.ctx, self.claims, self.host, self.wake)
         self.listener: notify.Listener | None = None
@@ -186,15 +179,7 @@ class Conductor:
         self.ctx.pool.shutdown(wait=True, cancel_futures=True)
 
     def wake(self) -> None:
-        """Look for due work now instead of at the next poll (rouses one idle worker):
-        desired state changed. The next idle worker also looks at the fleet's due
-        times again (the new work's next passes may be a peer's)."""
-        with self._cv:
-            self._peer_at = 0.0
-        self._rouse()
-
-    def _rouse(self) -> None:
-        """Rouse one idle worker (a worker that found work lets the next one look)."""
+        """Look for due work now instead of at the next poll (rouses one idle worker)."""
         with self._cv:
             self._woken = True
             self._cv.notify()
@@ -211,88 +196,31 @@ class Conductor:
 
     def _worker(self) -> None:
         calls.warm(self.ctx)
-        # The kinds with due work as the last claim's transaction saw them, while no
-        # pass ran since (None: unknown): a worker then needs no read of its own.
-        due: set[str] | None = None
         while not self._stop.is_set():
             try:
                 found = capped = False
                 worked = getattr(self._local, "worked", True)
-                if due is None and not self.claims.releasing():
-                    due = self.claims.due_kinds()  # one read for every kind
                 for kind in KINDS:
-                    take = self.claims.claim_fair(kind, due)  # after a pass: not `due`
-                    capped = capped or take.capped
-                    due = take.due
-                    for b in take.batches:
+                    batches, full = self.claims.claim_fair(kind)
+                    capped = capped or full
+                    for b in batches:
                         found = True
-                        if due:  # work is left: let another worker take it
-                            self._rouse()
-                        due = None  # the pass changes what is due
+                        self.wake()  # more may be due: let another worker look
                         self._work(kind, b, defer=True)
                 self._local.worked = found
                 if found:
                     continue
-                due = None
-                # Capped: peers are taking the rest; this process's share grows only
-                # when more work comes due (its own schedule, a wake-up, the look at
-                # the fleet's due times), which is what `_idle` waits for.
-                self._idle(fresh=worked or capped)
+                if capped:  # peers are taking the rest; look again shortly
+                    self._stop.wait(0.25)
+                    continue
+                self._idle(fresh=worked)
             except Exception:
-                due = None
                 log.exception("conductor worker: unexpected error; continuing")
                 self._stop.wait(self.settings.poll_seconds)
         self.claims.release(self.claims.take_release())
 
-    def peer_look_period(self) -> float:
-        """How often at most this process looks at the fleet's due times (the work
-        its own passes did not schedule): half a requeue period, within 0.05-1 s."""
-        return min(1.0, max(0.05, self.settings.requeue_seconds / 2), self.poll_period())
-
-    def _until_due(self) -> float:
-        """Seconds until this process may find work to claim: the next due time of its
-        own work, or the next look at the fleet's (peers' work, expired leases). A
-        look wakes a worker for work left unclaimed a look period after it was due
-        (its last conductor did not take it: capped at its share, or gone), or for
-        any due work while this process has less of the fleet's than its share (so a
-        new or idle conductor takes some over); else it comes again a period after
-        the fleet's next due time. The safety-net poll at most."""
-        now = self.ctx.now()
-        t = time.monotonic()
-        wait = self.poll_period()
-        own = self.claims.own_next(now)
-        if own is not None:
-            wait = min(wait, (own - now).total_seconds())
-        with self._cv:
-            look = self._peer_at <= t
-        if look:
-            period = self.peer_look_period()
-            seen = queue.outlook(self.ctx.db, now)
-            self.claims.scheduled = seen.scheduled
-            late = None if seen.next_due is None else (now - seen.next_due).total_seconds()
-            # Less than its share of the fleet's scheduled work (by more than one):
-            # look again when the next free work is due, to take what is let go.
-            live = max(1, self.claims.live or 1)
-            under = (self.claims.own_count() + 1) * live <= seen.scheduled
-            free = None if seen.next_free is None else (seen.next_free - now).total_seconds()
-            if late is None:
-                gap = self.poll_period()
-            elif late >= 0:
-                gap = period
-            elif under and free is not None:
-                gap = max(0.01, free)
-            else:
-                gap = period - late
-            with self._cv:
-                self._peer_at = t + gap
-            if late is not None and (late >= period or (late >= 0 and under)):
-                return 0.01  # take it now
-        with self._cv:
-            wait = min(wait, self._peer_at - t)
-        return max(0.01, wait)
-
     def _idle(self, fresh: bool = True) -> None:
-        """Sleep until woken, the next due time (`_until_due`), or the safety-net poll.
+        """Sleep until woken, the next requeue or lease expiry, or the safety-net poll.
 
         A worker that just ran passes (requeue times changed) or finds no
         timekeeper computes the next due time; it becomes the timekeeper when
@@ -302,7 +230,10 @@ class Conductor:
         with self._cv:
             keeper_at = self._keeper_at
         if fresh or keeper_at is None or keeper_at <= time.monotonic():
-            timeout = min(timeout, self._until_due())
+            now = self.ctx.now()
+            nxt = queue.next_due_at(self.ctx.db, now)
+            if nxt is not None:
+                timeout = max(0.01, min(timeout, (nxt - now).total_seconds()))
             deadline = time.monotonic() + timeout
             with self._cv:
                 k = self._keeper_at

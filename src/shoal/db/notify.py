@@ -12,8 +12,7 @@ conductor, which writes through Core connections, calls `send(conn)` (its own
 process goes on claiming after a pass, so only other processes need telling).
 
 Readers: `Listener` holds one dedicated autocommit psycopg connection that
-`LISTEN`s on the channel and calls a callback once per burst of notifications
-(those already received when the first arrives); it
+`LISTEN`s on the channel and calls a callback for each notification; it
 reconnects by itself and calls the callback after a reconnect (notifications
 sent while disconnected are lost, so the conductor looks once).
 """
@@ -130,13 +129,7 @@ class Listener:
                         self.on_notify()  # whatever was sent while we were away
                     first = False
                     while not self._stop.is_set():
-                        got = [*conn.notifies(timeout=self.period, stop_after=1)]
-                        if got:
-                            # One wake-up per burst: the notifications already here
-                            # are drained first (a woken worker that finds work wakes
-                            # the next: `on_notify` once per commit would rouse a
-                            # worker per commit, most of them to find nothing).
-                            [*conn.notifies(timeout=0.0)]
+                        for _ in conn.notifies(timeout=self.period):
                             self.on_notify()
             except psycopg.Error as exc:
                 self.connected.clear()

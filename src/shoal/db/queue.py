@@ -14,23 +14,11 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import (
-    Connection,
-    Integer,
-    Select,
-    Table,
-    and_,
-    bindparam,
-    func,
-    literal,
-    or_,
-    select,
-    update,
-)
+from sqlalchemy import Integer, Select, Table, and_, bindparam, func, literal, or_, select, update
 
 from shoal.db import leases
 from shoal.db.engine import Database
@@ -161,56 +149,6 @@ def requeue_unobserved(db: Database, now: datetime) -> int:
     return found
 
 
-@dataclass
-class Notes:
-    """What a claim's transaction saw beside the claims, for the claiming conductor."""
-
-    # When the resources whose leases it released are due next (what their passes
-    # wrote): the conductor keeps that schedule of its own work and wakes for it,
-    # instead of for every due time of the fleet (conductor/loop.py).
-    requeued: list[datetime] = field(default_factory=list)
-    # The kinds with a due, free resource left when the claim's transaction ended (its
-    # own claims count as taken; None: not read). A worker looks no further when
-    # none is left, and wakes another only for what is.
-    due: set[str] | None = None
-
-
-def release_leases(s: Connection, holder: str, keys: Collection[str], notes: Notes | None) -> None:
-    """Drop `holder`'s leases `keys` in `s`'s transaction; note when those resources
-    are due next (`notes.requeued`)."""
-    leases.release(s, holder, keys)
-    if notes is None or not keys:
-        return
-    for kind in KINDS.values():
-        prefix = kind.name + ":"
-        uuids = [k[len(prefix) :] for k in keys if k.startswith(prefix)]
-        if uuids:
-            row = kind.row
-            q = select(row.next_reconcile_at).where(
-                row.uuid.in_(uuids), row.next_reconcile_at.is_not(None)
-            )
-            notes.requeued.extend(s.scalars(q))
-
-
-def _due_kinds(s: Connection, now: datetime) -> set[str]:
-    params = {"now": now, "limit": 1}
-    return {k.name for k in KINDS.values() if s.scalar(_claim_query(k), params) is not None}
-
-
-def _note_due(s: Connection, now: datetime, notes: Notes | None) -> None:
-    """Note which kinds have due, free work left, in the claim's transaction (a hint:
-    a peer's claim under way may take it)."""
-    if notes is not None:
-        notes.due = _due_kinds(s, now)
-
-
-def due_kinds(db: Database, now: datetime) -> set[str]:
-    """The kinds of work with a due, free resource now: one read for all of them (an
-    idle worker's look; most find nothing)."""
-    with db.core_read() as s:
-        return _due_kinds(s, now)
-
-
 def _nothing_due(db: Database, kind: Kind, now: datetime) -> bool:
     """Whether no resource of `kind` is due and free: most looks find nothing, and a
     read answers that without opening a write transaction."""
@@ -227,26 +165,20 @@ def claim_due(
     limit: int,
     *,
     release: Collection[str] = (),
-    looked: bool = False,
-    notes: Notes | None = None,
 ) -> list[str]:
     """Lease up to `limit` due resources of `kind`, after releasing `holder`'s leases
     `release` in the same transaction.
 
     On PostgreSQL the candidates are locked FOR UPDATE SKIP LOCKED, so
-    conductors claiming at the same moment take different resources. `looked`: the
-    caller has just read that some is due (no read first); `notes`: what else the
-    transaction saw (`Notes`).
+    conductors claiming at the same moment take different resources.
     """
-    if not release and not looked and _nothing_due(db, kind, now):
+    if not release and _nothing_due(db, kind, now):
         return []
     q = _claim_query(kind, lock=not db.is_sqlite)
     with db.core_write() as s:
-        release_leases(s, holder, release, notes)
+        leases.release(s, holder, release)
         uuids = list(s.scalars(q, {"now": now, "limit": limit}))
-        got = [u for u in uuids if leases.claim(s, leases.key(kind.name, u), holder, now, ttl)]
-        _note_due(s, now, notes)
-        return got
+        return [u for u in uuids if leases.claim(s, leases.key(kind.name, u), holder, now, ttl)]
 
 
 def claim_due_groups(
@@ -258,8 +190,6 @@ def claim_due_groups(
     *,
     release: Collection[str] = (),
     merge: bool = False,
-    looked: bool = False,
-    notes: Notes | None = None,
 ) -> list[list[str]]:
     """Like `claim_due` for node groups, but a small group (at most BATCH_NODES nodes)
     comes with the other due, unleased small groups of its cluster (a batch, up
@@ -270,14 +200,13 @@ def claim_due_groups(
     intent rows do not wait for other groups'. `merge`: the small groups of all
     the claimed groups' clusters make one batch (up to BATCH_MAX), for a
     conductor whose workers are all busy with a backlog of small clusters."""
-    if not release and not looked and _nothing_due(db, NODEGROUP, now):
+    if not release and _nothing_due(db, NODEGROUP, now):
         return []
     lock = not db.is_sqlite
     with db.core_write() as s:
-        release_leases(s, holder, release, notes)
+        leases.release(s, holder, release)
         first = s.execute(_claim_query(NODEGROUP, lock=lock), {"now": now, "limit": limit}).all()
         if not first:
-            _note_due(s, now, notes)
             return []
 
         def key(uuid: str, cluster: str, size: int) -> str:  # the batch a group goes in
@@ -302,7 +231,6 @@ def claim_due_groups(
                 continue
             if leases.claim(s, leases.key(NODEGROUP.name, uuid), holder, now, ttl):
                 batch.append(uuid)
-        _note_due(s, now, notes)
         return [b for b in batches.values() if b]
 
 
@@ -323,33 +251,6 @@ def load(db: Database, kind: Kind, now: datetime) -> Load:
             _claim_query(kind).with_only_columns(row.next_reconcile_at), {"now": now, "limit": 1}
         )
     return Load(int(due or 0), oldest)
-
-
-@dataclass(frozen=True)
-class Outlook:
-    """What a conductor's look at the whole fleet's queue sees."""
-
-    next_free: datetime | None  # the earliest requeue time of a resource nobody holds
-    next_expiry: datetime | None  # the earliest expiry of a lease someone holds
-    scheduled: int  # resources with a due time (work in progress or waiting)
-
-    @property
-    def next_due(self) -> datetime | None:
-        """As `next_due_at`."""
-        return min((t for t in (self.next_free, self.next_expiry) if t is not None), default=None)
-
-
-def outlook(db: Database, now: datetime) -> Outlook:
-    """`next_due_at`, in its two parts, and the count of scheduled resources: one read."""
-    params = {"now": now}
-    with db.core_read() as s:
-        free = [t for k in KINDS.values() if (t := s.scalar(_next_query(k), params)) is not None]
-        expiry = s.scalar(_NEXT_EXPIRY, params)
-        scheduled = sum(
-            int(s.scalar(select(func.count()).where(k.row.next_reconcile_at.is_not(None))) or 0)
-            for k in KINDS.values()
-        )
-    return Outlook(min(free, default=None), expiry, scheduled)
 
 
 def next_due_at(db: Database, now: datetime | None = None) -> datetime | None:
