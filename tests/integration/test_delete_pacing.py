@@ -82,5 +82,7 @@ def test_slow_deletes_are_not_relisted_at_the_fast_period(env: Env) -> None:
     took = step(env, lambda: env.cluster(cid) is None, 60)
     for group, n in counting.lists.items():
         assert n < took / 0.2, (group, n, took)
-    # The workers' group learned its delete time: it looks when the deletes are due.
-    assert counting.lists[w] <= 5, counting.lists[w]
+    # The workers' group learned its delete time: it looks when the deletes are due, and
+    # a few times more when a loaded machine makes them late (7 seen at load ~2 beside
+    # the suite; a fixed 0.2 s period lists it 30 times or more).
+    assert counting.lists[w] <= 10, counting.lists[w]
