@@ -58,21 +58,39 @@ def node_named(group_nodes: list[m.Node], entry: str) -> m.Node | None:
        in the stack's `kube_minions`, its key in `refs_map`); in any other group, the
        node at that position in the group's nodes by creation;
     none: None."""
-    entry = entry.strip()
-    for n in group_nodes:
-        if entry in (n.uuid, n.provider_id, n.name, n.address):
-            return n
-    spelled = _uuid_of(entry)
-    if spelled is not None:
+    return _Names(group_nodes).find(entry)
+
+
+class _Names:
+    """A group's nodes by every name `node_named` accepts, indexed once for all the
+    entries of a request (not a scan of the group per entry)."""
+
+    def __init__(self, group_nodes: list[m.Node]) -> None:
+        self.nodes = group_nodes
+        self.keys: dict[str, m.Node] = {}
+        self.ids: dict[str, m.Node] = {}
         for n in group_nodes:
-            if spelled in (n.uuid, n.provider_id):
-                return n
-    index = v.decimal_id(entry)
-    if index is None:
-        return None
-    if any(n.provider_index is not None for n in group_nodes):
-        return next((n for n in group_nodes if n.provider_index == str(index)), None)
-    return group_nodes[index] if index < len(group_nodes) else None
+            for k in (n.uuid, n.provider_id, n.name, n.address):
+                if k:
+                    self.keys.setdefault(k, n)
+            for k in (n.uuid, n.provider_id):
+                if k:
+                    self.ids.setdefault(k, n)
+        self.members = {n.provider_index: n for n in group_nodes if n.provider_index is not None}
+
+    def find(self, entry: str) -> m.Node | None:
+        entry = entry.strip()
+        if entry in self.keys:
+            return self.keys[entry]
+        spelled = _uuid_of(entry)
+        if spelled is not None and spelled in self.ids:
+            return self.ids[spelled]
+        index = v.decimal_id(entry)
+        if index is None:
+            return None
+        if self.members:
+            return self.members.get(str(index))
+        return self.nodes[index] if index < len(self.nodes) else None
 
 
 def _uuid_of(entry: str) -> str | None:
@@ -88,9 +106,10 @@ def match_nodes(
 ) -> list[m.Node]:
     """The nodes named by `entries` (node_named's rule); Invalid naming `field` and the
     first entry that names none."""
+    names = _Names(group_nodes)
     out: dict[str, m.Node] = {}
     for e in entries:
-        node = node_named(group_nodes, e)
+        node = names.find(e)
         if node is None:
             raise Invalid(
                 f"{field}: {e!r} is not a node of this node group (give a node's uuid, "
