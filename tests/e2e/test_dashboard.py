@@ -59,9 +59,9 @@ class Shoal:
 @pytest.fixture(scope="module")
 def shoal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shoal]:
     tmp = tmp_path_factory.mktemp("dashboard")
-    # time scale 10: a 20 s simulated boot takes about 2 s, long enough to watch
+    # time scale 5: a 20 s simulated boot takes about 4 s, long enough to watch on a loaded machine
     # agents emulated on the sim: heartbeats, and operations with each node's output
-    env = shoal_env(tmp / "data", SHOAL_SIM_TIME_SCALE="10", SHOAL_SIM_AGENTS="true")
+    env = shoal_env(tmp / "data", SHOAL_SIM_TIME_SCALE="5", SHOAL_SIM_AGENTS="true")
     port = free_port()
     with serving(env, port, tmp / "serve.log"):
         yield Shoal(port, env, tmp / "serve.log")
@@ -120,9 +120,9 @@ def test_cluster_comes_up_live_and_a_named_node_goes(shoal: Shoal, tmp_path: Pat
         seen: dict[str, set[str]] = {}
 
         def all_ready() -> bool:
-            for name, ph in phases(driver).items():
-                seen.setdefault(name, set()).add(ph)
             now = phases(driver)
+            for name, ph in now.items():
+                seen.setdefault(name, set()).add(ph)
             return len(now) == 5 and set(now.values()) == {"ready"}
 
         until(all_ready, 90, "every node ready on screen")
