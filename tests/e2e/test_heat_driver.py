@@ -170,8 +170,9 @@ def test_a_cluster_through_openstack_coe_on_heat(
 
 def test_an_operators_template_is_used(openstack_heat: OpenStackCloud, tmp_path: Path) -> None:
     """docs/examples/heat-group.yaml (docs/drivers.md's example): the group's stack is made
-    from it, with its extra resource and output, and its members are the group's."""
-    from shoal.drivers.contract import GroupRequest, MachineSpec, MachineState
+    from it, with its extra resource and output, and its members are the group's. The
+    group's template does not change later: asking for another is refused, naming both."""
+    from shoal.drivers.contract import GroupRequest, MachineSpec, MachineState, PermanentError
     from shoal.drivers.heat.cloud import Cloud, load
     from shoal.drivers.heat.driver import HeatDriver
     from shoal.drivers.heat.settings import HeatSettings
@@ -184,6 +185,7 @@ def test_an_operators_template_is_used(openstack_heat: OpenStackCloud, tmp_path:
         clouds_yaml=str(project.clouds_yaml(tmp_path / "clouds.yaml")),
         deployment="tpl",
         template=str(EXAMPLE),
+        templates={"other": str(EXAMPLE)},
     )
     assert settings.problems() == []
     the_cloud = Cloud(load(settings))
@@ -216,6 +218,9 @@ def test_an_operators_template_is_used(openstack_heat: OpenStackCloud, tmp_path:
     assert the_cloud.output(name, report.ref, "site") == "rack-7"
     refs = the_cloud.output(name, report.ref, "refs_map")
     assert sorted(refs.values()) == sorted(m.provider_id for m in machines)
+    with pytest.raises(PermanentError) as err:
+        driver.apply_group(GroupRequest("g", "p", "c", specs[:1], {"template": "other"}))
+    assert "made from template 'default'" in str(err.value) and "'other'" in str(err.value)
     driver.delete_group("g")
     s.wait(lambda: driver.list_machines({}) == [], "the stack gone")
     the_cloud.close()
