@@ -181,8 +181,8 @@ def _typed(base: Any, values: Any, where: str) -> Any:
 
 def _value(kind: Any, value: Any, where: str) -> Any:
     """A YAML value as the field's type: int, float (ints accepted), bool, str, an
-    optional one, a settings dataclass (a mapping) or a tuple of them (a list; for
-    strings, one string is a list of one)."""
+    optional one, a settings dataclass (a mapping), a mapping of strings to strings,
+    or a tuple of them (a list; for strings, one string is a list of one)."""
     args = typing.get_args(kind)
     if typing.get_origin(kind) in (typing.Union, types.UnionType) and type(None) in args:
         if value is None:
@@ -197,6 +197,12 @@ def _value(kind: Any, value: Any, where: str) -> Any:
         if args[0] is str and not all(isinstance(v, str) and v for v in value):
             raise SettingsError(f"{where}: {value!r} is not a list of strings")
         return tuple(_value(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
+    if typing.get_origin(kind) in (dict, Mapping) and args == (str, str):
+        if not isinstance(value, Mapping) or not all(
+            isinstance(k, str) and k and isinstance(v, str) and v for k, v in value.items()
+        ):
+            raise SettingsError(f"{where}: {value!r} is not a mapping of names to strings")
+        return dict(value)
     if dataclasses.is_dataclass(kind) and isinstance(kind, type):
         if not isinstance(value, Mapping):
             raise SettingsError(f"{where}: a mapping is expected")

@@ -5,7 +5,9 @@ its nodes' servers, and the node group's stack_id is the stack's id; the cluster
 cluster stack holds a Nova server group per node group, which its members are in (the
 masters on different hosts); a node named by its server id is removed exactly (that
 index, that server, nothing else); deleting the cluster deletes its stacks, their
-servers and the server groups.
+servers and the server groups. The cluster template's label `heat_template` names an
+operator's template of the provider's `templates:`, from which every group's stack is
+made.
 """
 
 from __future__ import annotations
@@ -88,24 +90,33 @@ def check_server_groups(s: ShoalOnNova, cluster: str) -> None:
         assert set(sg.member_ids) == members, (g["name"], sg.member_ids, members)
 
 
-def refs_map(s: ShoalOnNova, group_uuid: str) -> dict[str, str]:
+def outputs_and_tags(s: ShoalOnNova, group_uuid: str) -> tuple[dict[str, Any], list[str]]:
+    """The group stack's outputs and tags, as its project's user sees them in Heat."""
     conn = s.cloud.connection(s.project.creds)
     try:
         stack = conn.orchestration.get_stack(mb.stack_name(s.deployment, group_uuid))
         outputs = {o["output_key"]: o["output_value"] for o in stack.outputs}
-        return dict(outputs["refs_map"] or {})
+        return outputs, list(stack.tags or [])
     finally:
         conn.close()
+
+
+def refs_map(s: ShoalOnNova, group_uuid: str) -> dict[str, str]:
+    return dict(outputs_and_tags(s, group_uuid)[0]["refs_map"] or {})
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "heat-group.yaml"
 
 
 def test_a_cluster_through_openstack_coe_on_heat(
     openstack_heat: OpenStackCloud, tmp_path: Path
 ) -> None:
     cloud = openstack_heat
-    with shoal_on_nova(cloud, tmp_path, driver="heat") as s:
+    with shoal_on_nova(cloud, tmp_path, driver="heat", templates={"site": str(EXAMPLE)}) as s:
         coe(s, "cluster", "template", "create", "heat-k8s", "--coe", "kubernetes",
             "--image", cloud.image_name, "--external-network", "public",
-            "--flavor", "m1.small", "--master-flavor", "m1.small")  # fmt: skip
+            "--flavor", "m1.small", "--master-flavor", "m1.small",
+            "--labels", "heat_template=site")  # fmt: skip
         coe(s, "cluster", "create", "hc", "--cluster-template", "heat-k8s",
             "--master-count", "3", "--node-count", "3")  # fmt: skip
         s.wait_status("hc", "CREATE_COMPLETE", timeout=300)
@@ -128,6 +139,10 @@ def test_a_cluster_through_openstack_coe_on_heat(
         # The node group's stack_id is its real stack (what the autoscaler reads).
         shown = coe(s, "nodegroup", "show", "hc", "default-worker", "-f", "json")
         assert shown["stack_id"] == stack.id
+        # Every group's stack is made from the operator's template the label names.
+        for g in groups.values():
+            outputs, tags = outputs_and_tags(s, g["uuid"])
+            assert outputs["site"] == "rack-7" and "shoal-template=site" in tags, (g, tags)
         before = refs_map(s, worker_group)
         assert sorted(before.values()) == sorted(servers[n["uuid"]].id for n in workers)
 
@@ -153,13 +168,11 @@ def test_a_cluster_through_openstack_coe_on_heat(
         assert server_groups(s) == {}
 
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "heat-group.yaml"
-
-
 def test_an_operators_template_is_used(openstack_heat: OpenStackCloud, tmp_path: Path) -> None:
     """docs/examples/heat-group.yaml (docs/drivers.md's example): the group's stack is made
-    from it, with its extra resource and output, and its members are the group's."""
-    from shoal.drivers.contract import GroupRequest, MachineSpec, MachineState
+    from it, with its extra resource and output, and its members are the group's. The
+    group's template does not change later: asking for another is refused, naming both."""
+    from shoal.drivers.contract import GroupRequest, MachineSpec, MachineState, PermanentError
     from shoal.drivers.heat.cloud import Cloud, load
     from shoal.drivers.heat.driver import HeatDriver
     from shoal.drivers.heat.settings import HeatSettings
@@ -172,6 +185,7 @@ def test_an_operators_template_is_used(openstack_heat: OpenStackCloud, tmp_path:
         clouds_yaml=str(project.clouds_yaml(tmp_path / "clouds.yaml")),
         deployment="tpl",
         template=str(EXAMPLE),
+        templates={"other": str(EXAMPLE)},
     )
     assert settings.problems() == []
     the_cloud = Cloud(load(settings))
@@ -204,6 +218,9 @@ def test_an_operators_template_is_used(openstack_heat: OpenStackCloud, tmp_path:
     assert the_cloud.output(name, report.ref, "site") == "rack-7"
     refs = the_cloud.output(name, report.ref, "refs_map")
     assert sorted(refs.values()) == sorted(m.provider_id for m in machines)
+    with pytest.raises(PermanentError) as err:
+        driver.apply_group(GroupRequest("g", "p", "c", specs[:1], {"template": "other"}))
+    assert "made from template 'default'" in str(err.value) and "'other'" in str(err.value)
     driver.delete_group("g")
     s.wait(lambda: driver.list_machines({}) == [], "the stack gone")
     the_cloud.close()
@@ -226,6 +243,13 @@ def test_a_template_without_the_contract_is_refused_naming_what_it_lacks(
     assert done.returncode == 2 and len(errors) == 1, done.stderr
     assert "parameter 'members'" in errors[0] and "output 'refs_map'" in errors[0], errors
     assert "Traceback" not in done.stderr
+    # A named template is checked the same way, and the error names it.
+    s.settings = {"templates": {"site": str(EXAMPLE), "gpu": str(bad)}}
+    done = subprocess.run([SHOAL, "serve", "--port", str(s.port)], env=s.env(),
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert done.returncode == 2 and len(errors) == 1, done.stderr
+    assert "settings.templates.gpu: " in errors[0] and "parameter 'members'" in errors[0], errors
 
 
 def test_sigkill_during_create_and_resize_leaves_one_stack_per_group_and_no_leak(

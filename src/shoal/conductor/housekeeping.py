@@ -95,5 +95,8 @@ def check(p: Provider, now: datetime, host: str) -> providers.Check:
         "flavors": list(caps.flavors),
         "images": list(caps.images),
         "features": sorted(caps.features),
+        # What the API checks a new group's provider options against (provider_options.py).
+        "option_labels": dict(caps.option_labels),
+        "option_choices": {k: list(v) for k, v in caps.option_choices.items()},
     }
     return providers.Check(p.name, p.driver.name, True, None, facts, now, host)

@@ -229,7 +229,14 @@ class Capabilities:
     `pace_seconds`: the driver's typical pace, in real seconds: how often, at most,
     the conductor looks at a group whose machines are booting or being deleted
     before it has learned how long they take there (conductor/pacing.py: a floor
-    under what it learns). None: the conductor's default."""
+    under what it learns). None: the conductor's default.
+    `option_choices`: the provider options whose value must be one of a closed set,
+    with that set (the heat driver's `template`: the operator's templates by name);
+    the API refuses another value once a conductor has recorded them.
+    `option_labels`: labels the driver reads as provider options (label -> option): a
+    group's label sets the option when its own `provider_options` do not, so a
+    cluster template's label chooses it for its clusters' groups
+    (domain/provider_options.py)."""
 
     availability_zones: Sequence[str] = ()
     flavors: Sequence[str] = ()
@@ -238,6 +245,8 @@ class Capabilities:
     zones_are_targets: bool = False
     restart_seconds: float | None = None
     pace_seconds: float | None = None
+    option_choices: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    option_labels: Mapping[str, str] = field(default_factory=dict)
 
     def has(self, feature: Feature) -> bool:
         return feature in self.features
@@ -246,12 +255,14 @@ class Capabilities:
 @dataclass(frozen=True)
 class GroupRequest:
     """What a per-group driver is asked to realise: a node group with exactly these
-    members (each with its machine id and spec)."""
+    members (each with its machine id and spec), and the group's provider options
+    (its members' `options`, given even when it has no member)."""
 
     nodegroup_id: str
     project_id: str
     cluster_id: str
     members: tuple[MachineSpec, ...]
+    options: Mapping[str, str] = field(default_factory=dict)
 
 
 class GroupState(enum.StrEnum):

@@ -62,6 +62,7 @@ def create(
     given = entries.parse_list(body.get("node_groups"), "node_groups")
     vm_templates.enforce(caller, (e.attrs for e in given))
     zones = zones_of.known_zones(db)  # read before the write transaction (one connection at a time)
+    offers = zones_of.known_offers(db)
     with db.write() as s:
         _check_quota(s, caller.project_id, quota_default)
         base: dict[str, Any] | None = None
@@ -94,6 +95,8 @@ def create(
             limits=caller.limits,
         )
         plans = derived.pin_zone(plans, derived.label_zone(attrs), zones)
+        for plan in plans:
+            zones_of.check_options(offers, plan.name, plan.spec)
         cluster = clusters.insert(
             s,
             project_id=caller.project_id,

@@ -73,6 +73,7 @@ def create(
     if entry.attrs.get("role") == m.ROLE_MASTER:
         raise Invalid("Creating master nodegroups is currently not supported.", "role")
     zones = zones_of.known_zones(db)  # read before the write transaction
+    offers = zones_of.known_offers(db)
     with db.write() as s:
         cluster = clusters.find_changeable_row(s, caller.scope, cluster_ident)
         source = sources.resolve(s, caller.scope, entry, cluster_uuid=cluster.uuid)
@@ -86,6 +87,7 @@ def create(
         plan = merge.with_provider(plan, attrs, providers)
         zone = derived.label_zone({"labels": plan.spec.labels})  # its labels, else the cluster's
         plan = derived.pin_zone([plan], zone, zones)[0]
+        zones_of.check_options(offers, name, plan.spec)
         v.spec_nodes(plan.spec, caller.limits)
         v.counts(plan.spec, allow_zero=caller.at_least(1, 10))
         if not plan.spec.image_id:
@@ -133,6 +135,7 @@ def list_page(
 def update(db: Database, caller: Caller, cluster_ident: str, ident: str, patch: Any) -> GroupView:
     """min/max, node labels and taints (Magnum), plus shoal's policies, AZs, image, flavor."""
     policy.enforce(caller, "nodegroup:update")
+    offers = zones_of.known_offers(db)  # read before the write transaction
     with db.write() as s:
         cluster = clusters.find_changeable_row(s, caller.scope, cluster_ident)
         row = nodegroups.find_row(s, cluster.uuid, ident, for_update=True)
@@ -146,6 +149,8 @@ def update(db: Database, caller: Caller, cluster_ident: str, ident: str, patch: 
         defaults = specs.spec_as_attrs(m.NodeGroupSpec())
         attrs = {k: (defaults.get(k) if x is None else x) for k, x in changes.items()}
         new = specs.apply_ng_attrs(spec, attrs)
+        if "labels" in changes:
+            zones_of.refuse_option_change(offers, row.name, spec, new)
         for key in ("min_node_count", "max_node_count"):
             value = getattr(new, key)
             if key in changes and value is not None:

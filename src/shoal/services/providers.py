@@ -12,8 +12,9 @@ from typing import Any
 from shoal.db import providers
 from shoal.db.engine import Database
 from shoal.db.repo import nodegroups
-from shoal.domain import policy
-from shoal.domain.errors import NotFound
+from shoal.domain import policy, provider_options
+from shoal.domain.errors import Invalid, NotFound
+from shoal.domain.model import NodeGroupSpec
 from shoal.services.context import Caller
 
 
@@ -92,3 +93,57 @@ def known_zones(db: Database) -> dict[str, list[str]]:
         if check.reachable and zones:
             out[name] = [str(z) for z in zones]
     return out
+
+
+def known_offers(db: Database) -> dict[str, provider_options.Offer]:
+    """What each provider a conductor has seen reachable offers of its options (labels
+    read as options, options with a closed set of values); one not checked yet is
+    absent: its groups' options are taken as given and its driver checks them."""
+    out: dict[str, provider_options.Offer] = {}
+    for name, check in providers.latest(db).items():
+        labels = check.facts.get("option_labels") or {}
+        choices = check.facts.get("option_choices") or {}
+        if check.reachable and (labels or choices):
+            out[name] = provider_options.Offer(
+                {str(k): str(x) for k, x in labels.items()},
+                {str(k): tuple(str(c) for c in x) for k, x in choices.items()},
+            )
+    return out
+
+
+def check_options(
+    offers: dict[str, provider_options.Offer], name: str, spec: NodeGroupSpec
+) -> None:
+    """Invalid (a 400) when new group `name`'s provider options (its own, or the labels
+    its provider reads as options) name a value its provider does not offer."""
+    offer = offers.get(spec.provider or "")
+    if offer is not None:
+        where = f"node group {name}: "
+        provider_options.check(
+            spec.provider_options, spec.labels, offer, spec.provider or "", where
+        )
+
+
+def refuse_option_change(
+    offers: dict[str, provider_options.Offer],
+    name: str,
+    before: NodeGroupSpec,
+    after: NodeGroupSpec,
+) -> None:
+    """Invalid (a 400) when a change of group `name`'s labels would change a provider
+    option it was made with (the heat driver's template: its stack keeps the one it
+    was made from)."""
+    offer = offers.get(before.provider or "")
+    if offer is None:
+        return
+    labels = provider_options.changed_labels(
+        before.provider_options, before.labels, after.labels, offer.labels
+    )
+    if labels:
+        opts = ", ".join(offer.labels[label] for label in labels)
+        raise Invalid(
+            f"node group {name}: the label {', '.join(labels)} sets the provider option "
+            f"{opts}, chosen when the group was made; it cannot change (make a new node "
+            "group with the new value and move the workload)",
+            "labels",
+        )

@@ -34,6 +34,9 @@ def _view(request: Request, v: ProviderView) -> dict[str, Any]:
         "flavors": facts.get("flavors", []),
         "images": facts.get("images", []),
         "features": facts.get("features", []),
+        # What a node group may choose: option -> its values; label -> the option it sets.
+        "option_choices": facts.get("option_choices", {}),
+        "option_labels": facts.get("option_labels", {}),
         "links": deps.links(request, f"providers/{v.name}"),
     }
     if v.detailed:  # an admin's view

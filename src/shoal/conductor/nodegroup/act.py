@@ -203,7 +203,7 @@ def _per_group(ctx: Context, p: Pass, provider: Provider) -> None:
             for n in p.nodes.values()
             if n.state is not NodeState.DELETING
         )
-        request = GroupRequest(g.uuid, g.project_id, g.cluster_id, members)
+        request = GroupRequest(g.uuid, g.project_id, g.cluster_id, members, spec.options(p))
         ctx.call(provider, lambda: driver.apply_group(request))
         p.progress = True
         grouped.working(p, ctx.pacing.requeue_seconds)  # not when its boots say

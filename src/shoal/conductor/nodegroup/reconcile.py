@@ -19,7 +19,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from shoal.conductor import journal
-from shoal.conductor.context import Context
+from shoal.conductor.context import Context, Provider
 from shoal.conductor.guard import Guard
 from shoal.conductor.nodegroup import (
     act,
@@ -110,6 +110,13 @@ def _conclude(ctx: Context, p: Pass) -> None:
         status.conclude(ctx.pacing_for(p.provider), p)
 
 
+def _checked(p: Pass, provider: Provider) -> list[str]:
+    """What the driver finds wrong with the group's spec (its cheap `validate`), the
+    labels it reads as options learned first: they are part of the options it checks."""
+    p.option_labels = dict(provider.capabilities().option_labels)
+    return spec.validate(p, provider.driver.validate)
+
+
 def plan(ctx: Context, p: Pass) -> None:
     """Choose the pass's path and run the phases that come before any cloud call."""
     g = p.snap.group
@@ -129,7 +136,7 @@ def plan(ctx: Context, p: Pass) -> None:
     elif st.is_failed(g.status) and g.observed_generation >= g.generation:
         p.path = Path.CONCLUDE
         status.resting(p)  # FAILED waits for a retry (new generation)
-    elif problems := spec.validate(p, provider.driver.validate):
+    elif problems := _checked(p, provider):
         p.path = Path.CONCLUDE
         status.conclude(ctx.pacing_for(p.provider), p, permanent="; ".join(problems))
     else:

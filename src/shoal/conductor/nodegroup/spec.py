@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from shoal.conductor.nodegroup import hosted, kube
 from shoal.conductor.nodegroup.state import Pass
-from shoal.domain import bootstrap, merge
+from shoal.domain import bootstrap, merge, provider_options
 from shoal.domain.bootstrap import ClusterSecrets
 from shoal.domain.model import ROLE_MASTER, Node, NodeState
 from shoal.drivers.contract import Driver, MachineSpec, PlacementGroup, PlacementPolicy
@@ -58,9 +58,16 @@ def machine_spec(
         security_groups=spec.security_groups,
         placement_group=placement_group(p),
         boot_volume_size=boot_volume,
-        options=dict(spec.provider_options),
+        options=options(p),
         vm=hosted.shape(p, node),
     )
+
+
+def options(p: Pass) -> dict[str, str]:
+    """The group's provider options: its own, over the labels its provider's driver
+    reads as options (a cluster template's label reaches the group with its labels)."""
+    spec = p.snap.group.spec
+    return provider_options.effective(spec.provider_options, spec.labels, p.option_labels)
 
 
 def placement_group(p: Pass) -> PlacementGroup | None:

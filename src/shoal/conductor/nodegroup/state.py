@@ -82,6 +82,8 @@ class Pass:
     features: frozenset[Feature] = frozenset()  # what the group's provider can do
     restart_seconds: float | None = None  # its provider's longest reboot (None: unknown)
     agents_expected: bool = False  # its provider's nodes run shoal-agent
+    # The labels its provider's driver reads as options (label -> option: provider_options.py).
+    option_labels: dict[str, str] = field(default_factory=dict)
     virt: VirtView | None = None  # its cluster's virt hosts, on a hosted provider
     hosts_wait: str = ""  # virt hosts being deleted: why they wait for their VMs
     # An unexpected exception in this group's driver calls or their answers (act): the

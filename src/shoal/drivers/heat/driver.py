@@ -43,7 +43,14 @@ from shoal.drivers.heat.settings import HeatSettings
 
 FEATURES = frozenset({Feature.PER_GROUP, Feature.RELEASE})
 PACE_S = 2.0  # a stack update takes seconds at least (Capabilities.pace_seconds)
-OPTIONS: frozenset[str] = frozenset()  # node group options this driver knows: none yet
+# The node group options this driver knows (`provider_options`), with what each does.
+OPTIONS = {
+    templates.OPTION: "the operator's template the group's stack is made from, by name "
+    "(settings `templates`; 'default': the provider's `template`, else the built-in one)",
+}
+# Labels read as options when a group's own provider_options do not set them: a
+# cluster template's label reaches its clusters' groups (domain/provider_options.py).
+LABELS = {templates.LABEL: templates.OPTION}
 
 
 @dataclass(frozen=True)
@@ -62,9 +69,11 @@ class HeatDriver:
         self.cloud = cloud
         assert settings.deployment is not None
         self.deployment: str = settings.deployment
-        self.group_template = (
-            templates.load_operator(settings.template) if settings.template else templates.GROUP
-        )
+        # Every template a group may choose, by name, checked (settings.problems said why not).
+        self.group_templates: dict[str, dict[str, Any]] = {
+            name: templates.load_operator(path) if path else templates.GROUP
+            for name, path in settings.template_paths().items()
+        }
         self._catalog = Catalog()
         self._locks: dict[str, threading.Lock] = {}
         self._locks_lock = threading.Lock()
@@ -79,6 +88,8 @@ class HeatDriver:
             images=tuple(c.images),
             features=FEATURES,
             pace_seconds=PACE_S,
+            option_choices={templates.OPTION: tuple(self.group_templates)},
+            option_labels=LABELS,
         )
 
     def check(self) -> Capabilities:
@@ -88,10 +99,12 @@ class HeatDriver:
 
     def validate(self, spec: MachineSpec) -> list[str]:
         out = [
-            f"option {k!r} is not known to the heat driver (it knows none)"
+            f"option {k!r} is not known to the heat driver (options: {', '.join(OPTIONS)})"
             for k in spec.options
             if k not in OPTIONS
         ]
+        why = templates.unknown(templates.chosen(spec.options), tuple(self.group_templates))
+        out += [why] if why else []
         c = self._catalog
         if c.loaded_at is None:
             return out
@@ -118,9 +131,20 @@ class HeatDriver:
             problems = [p for p in self.validate(spec) if not p.startswith("option")]
             if problems:
                 raise PermanentError(f"node {spec.name}: " + "; ".join(problems))
+        chosen = templates.chosen(request.options)
+        why = templates.unknown(chosen, tuple(self.group_templates))
+        if why:
+            raise PermanentError(why)
         stack = self.cloud.stack(name)
         if stack is not None and stack["stack_status"] == "DELETE_IN_PROGRESS":
             raise TransientError(f"the stack {name} is being deleted; the group is made anew then")
+        made = templates.made_from(stack.get("tags")) if stack is not None else chosen
+        if made != chosen:  # Heat would replace what the templates make differently
+            raise PermanentError(
+                f"the group's stack {name} was made from template {made!r}; it asks for "
+                f"{chosen!r}, and a group's template does not change: make a new node group "
+                f"with template {chosen!r}, or choose {made!r} again"
+            )
         wanted = [mb.entry(s, self.deployment, self.settings.networks) for s in request.members]
         current = mb.Group.of(stack.get("parameters") if stack else None)
         update = mb.plan(current, wanted)
@@ -133,27 +157,31 @@ class HeatDriver:
         ids = self.clusters.server_groups(request.cluster_id, asked)
         update = cs.hinted(update, request.members, ids)
         if stack is None:
-            self.cloud.create_stack(self._create_body(name, request, update))
+            self.cloud.create_stack(self._create_body(name, request, update, chosen))
         else:
             extra = cs.group_parameter(stack.get("parameters") or {}, update.added)
             self.cloud.patch_stack(
                 name, stack["id"], {**update.parameters(), **extra}, _files(update)
             )
 
-    def _create_body(self, name: str, request: GroupRequest, update: mb.Update) -> dict[str, Any]:
+    def _create_body(
+        self, name: str, request: GroupRequest, update: mb.Update, chosen: str
+    ) -> dict[str, Any]:
+        template = self.group_templates[chosen]
         tags = [
             mb.nova_tag(mb.TAG_DEPLOYMENT, self.deployment),
             mb.nova_tag("shoal-cluster", request.cluster_id),
             mb.nova_tag(TAG_NODEGROUP, request.nodegroup_id),
+            mb.nova_tag(templates.TAG, chosen),
         ]
         return {
             "stack_name": name,
-            "template": self.group_template,
+            "template": template,
             "files": _files(update),
             "environment": {"resource_registry": {templates.MEMBERS_TYPE: templates.MEMBERS_FILE}},
             "parameters": {
                 **update.parameters(),
-                **cs.group_parameter(self.group_template.get("parameters") or {}, update.added),
+                **cs.group_parameter(template.get("parameters") or {}, update.added),
             },
             "tags": ",".join(tags),
             "disable_rollback": True,
@@ -181,7 +209,8 @@ class HeatDriver:
             if group.index_of(spec.machine_id) is None:
                 specs = [*(_spec_of(e, spec) for e in group.members.values()), spec]
                 self._apply(name, GroupRequest(spec.nodegroup_id, spec.project_id,
-                                               spec.cluster_id, tuple(specs)))  # fmt: skip
+                                               spec.cluster_id, tuple(specs),
+                                               spec.options))  # fmt: skip
         found = self.list_machines({TAG_NODE: spec.machine_id})
         if found:
             return found[0]

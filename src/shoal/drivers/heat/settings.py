@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -39,7 +40,14 @@ class HeatSettings:
         + ", ".join(templates.REQUIRED_PARAMETERS)
         + " and the outputs "
         + ", ".join(templates.REQUIRED_OUTPUTS)
-        + "; default: shoal's built-in one",
+        + "; default: shoal's built-in one. Groups choose it as template 'default'",
+    )
+    templates: Mapping[str, str] | None = opt(
+        None,
+        "more node group templates, name -> path, each checked like `template`: a group "
+        "chooses one by its provider option `template`, or by the label `heat_template` "
+        "(set on a cluster template, it reaches its clusters' groups); names: lowercase "
+        "letters, digits, '-' and '_', at most 40, not 'default'",
     )
     networks: tuple[str, ...] = opt(
         (), "network ids of every server; none: Nova's 'auto' (allocate_network)"
@@ -52,11 +60,23 @@ class HeatSettings:
     api_timeout: float = opt(60.0, "seconds one API request may take", lo=1, hi=3600)
 
     def problems(self) -> list[str]:
-        """What is wrong with these settings, each as `key: message` (key relative)."""
-        if self.template is None:
-            return []
-        try:
-            templates.load_operator(self.template)
-        except templates.TemplateError as exc:
-            return [f"template: {exc}"]
-        return []
+        """What is wrong with these settings, each as `key: message` (key relative): a
+        template that breaks the contract, a template name that cannot be one."""
+        out: list[str] = []
+        named = [("template", self.template)] if self.template is not None else []
+        for name, path in sorted((self.templates or {}).items()):
+            why = templates.name_problem(name)
+            if why is not None:
+                out.append(f"templates.{name}: {why}")
+            else:
+                named.append((f"templates.{name}", path))
+        for key, path in named:
+            try:
+                templates.load_operator(path)
+            except templates.TemplateError as exc:
+                out.append(f"{key}: {exc}")
+        return out
+
+    def template_paths(self) -> dict[str, str | None]:
+        """Every template a group may choose, by name (None: the built-in one)."""
+        return {templates.DEFAULT: self.template, **dict(self.templates or {})}

@@ -14,12 +14,20 @@ The contract of a group template (built-in or the operator's): parameters `count
 (number), `members` (json: member index -> entry, shoal's record of who is which
 index) and `removal_policies` (json: every index removed, never given out again);
 output `refs_map`. It uses `Shoal::Members`, which shoal always passes beside it.
+An operator may name several templates (settings `templates`: name -> path); a
+group chooses one by its provider option `template` (or the label `heat_template`,
+which a cluster template's labels carry to its groups: domain/provider_options.py);
+`default` is the provider's `template`, else the built-in one. The stack records the
+name it was made from in its tag `shoal-template`, and keeps it: a group's template
+does not change after its stack is made.
+
 Pure: no I/O but reading the operator's file.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +43,13 @@ REQUIRED_OUTPUTS = ("refs_map",)
 # it in each member's scheduler_hints whether the template declares it or not.
 OPTIONAL_PARAMETERS = ("server_group",)
 VERSION = "2018-08-31"
+# Choosing a group's template: the provider option, the label that sets it, the name
+# of the provider's own template, how the names look, and the stack tag recording it.
+OPTION = "template"
+LABEL = "heat_template"
+DEFAULT = "default"
+NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
+TAG = "shoal-template"
 
 
 class _Loader(yaml.SafeLoader):  # type: ignore[misc]
@@ -139,3 +154,41 @@ def load_operator(path: str) -> dict[str, Any]:
         return check(loaded)
     except TemplateError as exc:
         raise TemplateError(f"{path}: {exc}") from exc
+
+
+def name_problem(name: str) -> str | None:
+    """Why `name` cannot name an operator's template (None: it can)."""
+    if name == DEFAULT:
+        return f"{DEFAULT!r} is the provider's own template (setting `template`): name it otherwise"
+    if not NAME.match(name):
+        return (
+            f"{name!r} is not a template name (lowercase letters, digits, '-' and '_', "
+            "starting with a letter or digit, at most 40)"
+        )
+    return None
+
+
+def chosen(options: Mapping[str, str]) -> str:
+    """The template a group's options choose: its option `template`, else the default."""
+    return options.get(OPTION) or DEFAULT
+
+
+def unknown(name: str, known: Sequence[str]) -> str | None:
+    """Why a group cannot use template `name` when the provider has `known` (None: it can)."""
+    if name in known:
+        return None
+    return (
+        f"template {name!r} is not one of this provider's templates ({', '.join(known)}); "
+        "an operator names them in the provider's settings `templates`"
+    )
+
+
+def made_from(tags: Sequence[str] | str | None) -> str:
+    """The template a stack was made from, by its tag (a stack made before templates had
+    names: the default)."""
+    listed = tags.split(",") if isinstance(tags, str) else list(tags or [])
+    prefix = f"{TAG}="
+    for tag in listed:
+        if tag.startswith(prefix):
+            return tag[len(prefix) :]
+    return DEFAULT
