@@ -314,3 +314,29 @@ def test_a_group_its_provider_works_on_is_looked_at_within_the_group_poll(
     status.conclude(pace(), p)
     assert p.w.status is not None and p.w.status.next_reconcile_at is not None
     assert (p.w.status.next_reconcile_at - T0).total_seconds() == pytest.approx(due_in_s)
+
+
+@pytest.mark.parametrize(
+    ("report", "due_in_s"),
+    [
+        # a per-machine provider: a quarter of the time the deletes have taken (40 s)
+        (None, pacing.MOVING_FRACTION * 40),
+        (GroupReport("stack-1", GroupState.DELETING), grouped.GROUP_POLL_S),
+        (GroupReport("stack-1", GroupState.COMPLETE), pacing.MOVING_FRACTION * 40),
+    ],
+)
+def test_a_group_its_provider_deletes_whole_is_looked_at_within_the_group_poll(
+    report: GroupReport | None, due_in_s: float
+) -> None:
+    """A group being deleted for 40 s, nothing learned of its deletes: looked at again
+    after a fraction of that time, unless its provider reports it is deleting the group
+    whole (a Heat stack delete: gone all at once, the cluster's own stack after it)."""
+    marked = T0 - timedelta(seconds=40)
+    nodes = [node(i, m.NodeState.DELETING, updated_at=marked) for i in range(3)]
+    g = dataclasses.replace(group(3), deleting=True)
+    p = start(g, nodes, [machine(n, MachineState.DELETING) for n in nodes])
+    grouped.record(p, report, pace().requeue_seconds)
+    delete.plan(p)
+    delete.conclude(pace(), p)
+    assert p.w.status is not None and p.w.status.next_reconcile_at is not None
+    assert (p.w.status.next_reconcile_at - T0).total_seconds() == pytest.approx(due_in_s)

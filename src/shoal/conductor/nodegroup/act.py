@@ -195,6 +195,7 @@ def _per_group(ctx: Context, p: Pass, provider: Provider) -> None:
         if p.path is Path.DELETE:
             if p.to_delete:
                 ctx.call(provider, lambda: driver.delete_group(g.uuid))
+                grouped.working(p, ctx.pacing.requeue_seconds)  # its provider deletes it
             return
         if not (p.to_ensure or p.to_delete):
             return  # nothing changes: the listing tells the rest

@@ -45,19 +45,23 @@ def plan(p: Pass, vms_left: int = 0) -> None:
 
 def conclude(pace: Pacing, p: Pass) -> None:
     """After the calls: say what is left and look again when the pacing rule says
-    (conductor/pacing.py: as the deletes have gone so far; later after a refusal)."""
+    (conductor/pacing.py: as the deletes have gone so far; later after a refusal), or
+    sooner while the provider deletes the group whole (grouped.py)."""
     g, now = p.snap.group, p.now
     status.retry_events(p)
     left = len(p.machines)
     msg = p.hosts_wait or f"waiting for {left} machine(s) to be deleted"
     conds = cond.set_false(g.conditions, cond.READY, cond.DELETION_IN_PROGRESS, msg, now)
     delay = pace.requeue_seconds if p.delete_errors else status.recheck_in(pace, p)
+    nxt = pace.at(now, delay)
+    if p.look_again_by is not None:  # its provider deletes the group whole (grouped.py)
+        nxt = min(nxt, max(p.look_again_by, now))
     p.w.status = writes.StatusWrite(
         g.generation,
         st.derive(g.status, st.Outcome.IN_PROGRESS, deleting=True),
         msg,
         conds,
         False,
-        pace.at(now, delay),
+        nxt,
         p.memory.to_json() if p.memory != p.snap.memory else None,
     )

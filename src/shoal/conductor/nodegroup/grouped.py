@@ -9,10 +9,11 @@ the provider becomes the node group's stack_id. Its failure reaches the status t
 its members: a member without a server in a failed group is in ERROR with the group's
 reason, in the provider's words.
 
-While its provider works on the group (from the pass that sends its membership until
-the report says it is done) the group is looked at every `GROUP_POLL_S` at most apart:
-when its members come up is the provider's doing (Heat triggers one member a second,
-the new ones among the unchanged), not the boot time the conductor learned from the
+While its provider works on the group (from the pass that sends its membership, or asks
+for its deletion, until the report says it is done or gone) the group is looked at
+every `GROUP_POLL_S` at most apart: when its members come up (or go) is the
+provider's doing (Heat triggers one member a second, the new ones among the
+unchanged), not the boot time the conductor learned from the
 group's first machines, which would leave a grown group unobserved that long. Its
 listing is the same two calls whatever the group's size.
 """
@@ -32,6 +33,7 @@ from shoal.drivers.contract import (
 )
 
 GROUP_POLL_S = 1.0  # a group its provider is working on: looked at this often at least
+WORKING = frozenset({GroupState.IN_PROGRESS, GroupState.DELETING})  # its provider at work
 
 
 def reports(driver: Driver) -> bool:
@@ -52,7 +54,7 @@ def record(p: Pass, report: GroupReport | None, period: float) -> None:
     """What the pass keeps of the group's report: its ref, written when new (a group made
     again after it was deleted outside shoal gets a new one); while the provider works
     on the group, a look again within `period` (at most GROUP_POLL_S)."""
-    if report is not None and report.state is GroupState.IN_PROGRESS:
+    if report is not None and report.state in WORKING:
         working(p, period)
     if report is None or report.state in (GroupState.ABSENT, GroupState.DELETING):
         return
