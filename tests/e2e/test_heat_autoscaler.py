@@ -29,6 +29,7 @@ PATCH of the stack with nothing in it, which replaces it.
 from __future__ import annotations
 
 import contextlib
+import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -39,6 +40,7 @@ import pytest
 
 from tests.harness.openstack.cloud import OpenStackCloud
 from tests.support.openstack_cloud import OPENSTACK_MARKS
+from tests.support.openstack_project import admin
 from tests.support.process import admin_headers
 from tests.support.shoal_on_nova import ShoalOnNova, shoal_on_nova
 
@@ -331,9 +333,12 @@ def test_the_magnum_auto_healers_repairs_work_on_the_heat_provider(shared: Share
         # A master's repair is Heat's: the server's resource found by its physical id among
         # the stack's resources to depth 2 (its parent stack from its links), marked
         # unhealthy there, then the stack PATCHed with nothing: Heat replaces the server
-        # behind shoal's back. (The healer stops the server first; shoal, seeing it
-        # stopped, may start its own repair before the mark, as above: here the server
-        # is left running so that Heat's replacement is what is checked.)
+        # behind shoal's back. Two stand-ins, for this test cloud: it has no Neutron, and
+        # Heat replaces a running or stopped server only after detaching its ports through
+        # Neutron, so the server is put in ERROR (admin's reset-state), which Heat replaces
+        # without; and shoal is paused (SIGSTOP) from then until Heat is done, so that what
+        # is checked is what shoal makes of a replacement it did not see happen (awake, it
+        # repairs a server in ERROR itself, as it did the stopped one above).
         index, server = sorted(healed.items(), key=lambda kv: int(kv[0]))[-1]
         node = next(n for n in s.nodes("as", "auto") if n["provider_id"] == server)
         name, stack_id = shared.stack[0], shared.group["stack_id"]
@@ -350,8 +355,23 @@ def test_the_magnum_auto_healers_repairs_work_on_the_heat_provider(shared: Share
         _, parent_name, parent_id = where[server]
         why = "Mark resource unhealthy by autohealing service"
         mark = {"mark_unhealthy": True, "resource_status_reason": why}
-        ok(heat.patch(f"/stacks/{parent_name}/{parent_id}/resources/{server}", json=mark), 200)
-        ok(heat.patch(f"/stacks/{name}/{stack_id}", json={}), 202)
+        assert s.proc is not None
+        s.proc.send_signal(signal.SIGSTOP)
+        try:
+            with admin(s.cloud) as conn:
+                conn.compute.reset_server_state(server, "error")
+            ok(heat.patch(f"/stacks/{parent_name}/{parent_id}/resources/{server}", json=mark), 200)
+            ok(heat.patch(f"/stacks/{name}/{stack_id}", json={}), 202)
+
+            def heat_done() -> bool:
+                st = ok(heat.get(f"/stacks/{name}/{stack_id}"))["stack"]
+                assert st["stack_status"] != "UPDATE_FAILED", st["stack_status_reason"]
+                refs = members(heat, shared.stack[2], shared.stack[1])
+                return st["stack_status"] == "UPDATE_COMPLETE" and refs[index][1] != server
+
+            s.wait(heat_done, "Heat's replacement of the member's server", timeout=120)
+        finally:
+            s.proc.send_signal(signal.SIGCONT)
 
         def replaced() -> dict[str, str] | None:
             got = members(heat, shared.stack[2], shared.stack[1])
@@ -378,4 +398,4 @@ def test_the_magnum_auto_healers_repairs_work_on_the_heat_provider(shared: Share
         assert {
             n["uuid"]: n["provider_id"] for n in s.nodes("as") if n["nodegroup_name"] != "auto"
         } == others
-        assert complete() is not None
+        s.wait(complete, "the cluster complete again", timeout=60)
