@@ -119,8 +119,9 @@ def fold(p: Pass, node: Node, m: Machine) -> None:
     if replaced:
         p.event(
             "MachineReplaced",
-            f"node {node.name}: its machine {node.provider_id} was replaced in the provider "
-            f"by {m.provider_id} (not by shoal); the node is that machine now",
+            f"node {node.name}: its machine is now {m.provider_id} in the provider, no longer "
+            f"{node.provider_id} (replaced there, as Heat replaces a member marked unhealthy); "
+            "the node follows it",
             warning=True,
             node=node.uuid,
         )
