@@ -102,6 +102,66 @@ def test_the_listing_reports_members_servers_and_the_stacks_failure() -> None:
     assert mb.machines([building], [], {TAG_NODE: "m2"})[0].machine_id == "m2"
 
 
+def _srv(sid: str, status: str = "ACTIVE", created: str = "", task: str | None = None) -> dict:
+    return {"id": sid, "status": status, "created": created, "OS-EXT-STS:task_state": task}
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "want"),
+    [
+        # Heat replacing a member marked unhealthy: the new server is the machine ...
+        (_srv("old", "SHUTOFF", "2026-01-01T00:00:00Z"),
+         _srv("new", "BUILD", "2026-01-01T00:05:00Z"), "new"),
+        # ... whichever way Nova lists them,
+        (_srv("new", "BUILD", "2026-01-01T00:05:00Z"),
+         _srv("old", "ACTIVE", "2026-01-01T00:00:00Z"), "new"),
+        # ... and never the one Heat deletes, even the newer one.
+        (_srv("old", "ACTIVE", "2026-01-01T00:00:00Z"),
+         _srv("new", "ACTIVE", "2026-01-01T00:05:00Z", task="deleting"), "old"),
+        (_srv("new", "DELETED", "2026-01-01T00:05:00Z"),
+         _srv("old", "ERROR", "2026-01-01T00:00:00Z"), "old"),
+        # Same creation time: the id decides, so the listing's order does not.
+        (_srv("a", created="2026-01-01T00:00:00Z"), _srv("b", created="2026-01-01T00:00:00Z"), "b"),
+        (_srv("b", created="2026-01-01T00:00:00Z"), _srv("a", created="2026-01-01T00:00:00Z"), "b"),
+    ],
+)  # fmt: skip
+def test_of_two_servers_of_one_member_the_live_newer_one_is_its_machine(
+    a: dict, b: dict, want: str
+) -> None:
+    assert mb.current_server(a, b)["id"] == want
+
+
+def test_a_member_heat_replaced_is_listed_as_its_new_server_under_the_same_index() -> None:
+    entries = [mb.entry(spec(n), "dep", ()) for n in range(2)]
+    first = mb.plan(mb.Group.of(None), entries)
+    assert first is not None
+    group = applied(mb.Group.of(None), first)
+    meta = entries[0]["metadata"]
+    old = {**_srv("srv-old", "SHUTOFF", "2026-01-01T00:00:00Z"), "metadata": meta}
+    new = {**_srv("srv-new", "BUILD", "2026-01-01T00:05:00Z"), "metadata": meta}
+    updating = mb.StackView("s", "UPDATE_IN_PROGRESS", "", group)
+    for servers in ([old, new], [new, old]):
+        got = [m for m in mb.machines([updating], servers, {}) if m.machine_id == "m0"]
+        assert len(got) == 1  # one machine per member, never two
+        assert (got[0].provider_id, got[0].state, got[0].provider_index) == (
+            "srv-new",
+            MachineState.BUILDING,
+            "0",
+        )
+    # Alone while Heat works, the old stopped server is Heat's to settle (it may be
+    # replacing it): BUILDING, not a failure shoal would replace a second time ...
+    alone = [m for m in mb.machines([updating], [old], {}) if m.machine_id == "m0"]
+    assert (alone[0].state, alone[0].fault) == (MachineState.BUILDING, None)
+    # ... but once the stack is done it is a failed machine (what shoal repairs), and a
+    # server in ERROR is a failure whatever Heat does.
+    done = mb.StackView("s", "UPDATE_COMPLETE", "", group)
+    alone = [m for m in mb.machines([done], [old], {}) if m.machine_id == "m0"]
+    assert alone[0].state is MachineState.ERROR and "SHUTOFF" in (alone[0].fault or "")
+    broken = {**old, "status": "ERROR", "fault": {"message": "No valid host was found"}}
+    got = [m for m in mb.machines([updating], [broken], {}) if m.machine_id == "m0"]
+    assert got[0].state is MachineState.ERROR and got[0].fault_kind is not None
+
+
 def test_a_template_without_the_contracts_parameters_or_outputs_is_refused(
     tmp_path: Path,
 ) -> None:

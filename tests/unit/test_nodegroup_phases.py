@@ -145,6 +145,38 @@ def test_an_unhealthy_node_is_repaired_within_the_limit() -> None:
     assert len(p.w.inserts) == 1
 
 
+def test_a_machine_replaced_in_the_provider_is_followed_not_replaced_again() -> None:
+    """Heat replaced a member's server (marked unhealthy, stack updated: the
+    magnum-auto-healer's way): the node keeps its row and follows the new server, booting
+    until it is up; nothing is deleted or added, and an event says what happened."""
+    n = node(1, provider_id="srv-old", address="10.0.0.1")
+    p = start(group(1), [n], [machine(n, MachineState.BUILDING, provider_id="srv-new")])
+    observe.observe(p)
+    got = p.nodes[n.uuid]
+    assert (got.state, got.provider_id, got.ready_at) == (
+        m.NodeState.BUILDING,
+        "srv-new",
+        n.ready_at,
+    )
+    assert p.to_delete == [] and p.unhealthy == []
+    scale.scale(p, first_wave=32)
+    assert p.w.inserts == []
+    assert [e.reason for e in p.w.events] == ["MachineReplaced"]
+    assert "srv-old" in p.w.events[0].message and "srv-new" in p.w.events[0].message
+    up = start(group(1), [got], [machine(got, address="10.0.0.2", provider_id="srv-new")])
+    observe.observe(up)
+    again = up.nodes[n.uuid]
+    assert (again.state, again.address, again.ready_at) == (
+        m.NodeState.ACTIVE,
+        "10.0.0.2",
+        n.ready_at,
+    )
+    assert up.w.events == []  # the same machine: nothing more to say
+    first = start(group(1), [node(2)], [machine(node(2), provider_id="srv-2")])
+    observe.observe(first)  # a node's first provider id is no replacement
+    assert first.w.events == [] and first.nodes[node(2).uuid].provider_id == "srv-2"
+
+
 def test_too_many_unhealthy_nodes_stop_repairs_and_keep_them() -> None:
     nodes = [node(i) for i in range(3)]
     broken = [machine(n, MachineState.ERROR, fault="kernel panic") for n in nodes[:2]]

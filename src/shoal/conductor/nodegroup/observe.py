@@ -107,12 +107,24 @@ def adopt(p: Pass, uid: str, m: Machine) -> None:
 
 
 def fold(p: Pass, node: Node, m: Machine) -> None:
-    """One node row against its machine."""
+    """One node row against its machine. A machine whose provider id changed under a
+    node that had one was replaced in the provider behind shoal's back (Heat replacing a
+    member marked unhealthy): the node follows it, booting again until it is up."""
     changes: dict[str, Any] = {}
+    replaced = bool(node.provider_id and m.provider_id and m.provider_id != node.provider_id)
     if m.availability_zone and m.availability_zone != node.availability_zone:
         changes["availability_zone"] = m.availability_zone
     if m.provider_id and m.provider_id != node.provider_id:
         changes["provider_id"] = m.provider_id
+    if replaced:
+        p.event(
+            "MachineReplaced",
+            f"node {node.name}: its machine is now {m.provider_id} in the provider, no longer "
+            f"{node.provider_id} (replaced there, as Heat replaces a member marked unhealthy); "
+            "the node follows it",
+            warning=True,
+            node=node.uuid,
+        )
     if m.address and m.address != node.address:
         changes["address"] = m.address
     if m.provider_index and m.provider_index != node.provider_index:
@@ -126,7 +138,9 @@ def fold(p: Pass, node: Node, m: Machine) -> None:
         return
     elif m.state is MachineState.ACTIVE and node.state is not NodeState.ACTIVE:
         changes.update(state=NodeState.ACTIVE, ready_at=node.ready_at or p.now, reason=None)
-    elif m.state is MachineState.BUILDING and node.state is NodeState.PENDING:
+    elif m.state is MachineState.BUILDING and (
+        node.state is NodeState.PENDING or (replaced and node.state is NodeState.ACTIVE)
+    ):
         changes["state"] = NodeState.BUILDING
     if changes:
         p.progress = True

@@ -178,12 +178,16 @@ def machines(
     ERROR with the stack's reason once it failed; every member of a stack being deleted
     is DELETING until the stack is gone (ERROR if its delete failed, so that it is asked
     again); a server of this deployment that no stack holds is being removed (DELETING).
-    Each member's machine carries its index in the stack (`provider_index`)."""
+    Each member's machine carries its index in the stack (`provider_index`). A member
+    Heat replaced behind shoal's back (marked unhealthy, then the stack updated) is its
+    new server (`current_server`), its stopped old one BUILDING while Heat works
+    (`_held`)."""
     by_id: dict[str, Mapping[str, Any]] = {}
     for s in servers:
         mid = (s.get("metadata") or {}).get(TAG_NODE)
         if mid and _matches(s.get("metadata") or {}, tags):
-            by_id.setdefault(str(mid), s)
+            had = by_id.get(str(mid))
+            by_id[str(mid)] = s if had is None else current_server(had, s)
     out: list[Machine] = []
     held: set[str] = set()
     for st in stacks:
@@ -199,6 +203,8 @@ def machines(
                 m = _from_entry(e, MachineState.DELETING)
             elif server is not None:
                 m = _machine(server)
+                if _held(m, server, st.status):
+                    m = _with_state(m, MachineState.BUILDING)
             elif st.status.endswith("FAILED"):
                 fault = st.reason or f"the stack {st.name} is {st.status}"
                 m = _from_entry(e, MachineState.ERROR, fault)
@@ -209,6 +215,33 @@ def machines(
         if mid not in held:
             out.append(_with_state(_machine(server), MachineState.DELETING))
     return out
+
+
+def _held(m: Machine, server: Mapping[str, Any], stack_status: str) -> bool:
+    """Whether a member's stopped server is Heat's to settle: while its stack is being
+    updated, a server stopped (SHUTOFF, or paused, suspended: down, not in ERROR) may be
+    the one Heat replaces (the magnum-auto-healer stops a server, marks its resource
+    unhealthy, then updates the stack); it is BUILDING until the update ends, so that
+    shoal does not replace it a second time. A server in ERROR is a failure still."""
+    status = str(server.get("status") or "").upper()
+    return (
+        m.state is MachineState.ERROR and status != "ERROR" and stack_status.endswith("IN_PROGRESS")
+    )
+
+
+def current_server(a: Mapping[str, Any], b: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Which of two servers of one member is its machine. Heat replaces a member's server
+    with one just like it (same name, metadata and tags) when the member was marked
+    unhealthy and its stack updated (what the magnum-auto-healer does, docs/drivers.md):
+    until the old one is gone both carry the node's tag. The machine is the one not on
+    its way out, then the newer (Nova's `created`, then its id, so that the choice does
+    not depend on the listing's order): the replacement, never the server Heat deletes."""
+    return max(a, b, key=lambda s: (not _going(s), str(s.get("created") or ""), str(s.get("id"))))
+
+
+def _going(server: Mapping[str, Any]) -> bool:
+    status = str(server.get("status") or "").upper()
+    return server.get("OS-EXT-STS:task_state") == "deleting" or status in GONE
 
 
 def _matches(meta: Mapping[str, Any], tags: Mapping[str, str]) -> bool:
@@ -242,7 +275,7 @@ def _machine(server: Mapping[str, Any]) -> Machine:
     meta: Mapping[str, Any] = server.get("metadata") or {}
     status = str(server.get("status") or "BUILD").upper()
     fault = None
-    if server.get("OS-EXT-STS:task_state") == "deleting" or status in GONE:
+    if _going(server):
         state = MachineState.DELETING
     elif status == "ACTIVE":
         state = MachineState.ACTIVE
