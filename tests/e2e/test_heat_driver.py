@@ -333,13 +333,16 @@ def test_the_cluster_stack_holds_its_server_groups_and_goes_with_the_cluster(
     server group each (sent in one create or update), which their members join and an
     operator's template reads as `server_group`; growth joins the same one;
     `release_cluster` deletes a group stack left behind, then the cluster stack and its
-    server groups; a project out of server group quota is BlockedError(QUOTA)."""
+    server groups; a project out of server group quota is BlockedError(QUOTA). A server
+    group deleted in Nova behind shoal's back is noticed when a member fails on it, and
+    replaced (issue 25)."""
     import threading
 
     from shoal.drivers.contract import (
         BlockedError,
         BlockedKind,
         GroupRequest,
+        GroupState,
         MachineSpec,
         MachineState,
         PlacementGroup,
@@ -430,6 +433,40 @@ def test_the_cluster_stack_holds_its_server_groups_and_goes_with_the_cluster(
     assert len(workers) == 3
     s.wait(lambda: set(server_groups(s)["shoal-w@cs"].member_ids) == workers, "3 in the group")
     assert len(server_groups(s)) == 2 and stack_names(s).count(cs.stack_name("cs", "c1")) == 1
+
+    # The workers' server group deleted in Nova behind shoal's back: the next member is
+    # refused by Nova (its hint names a group Nova lacks), the group stack fails saying
+    # so; the next apply replaces the server group in the cluster stack and sends the
+    # refused member again, which joins the new one (same policy).
+    dead = server_groups(s)["shoal-w@cs"]
+    with admin(cloud) as conn:
+        conn.compute.delete_server_group(dead.id)
+    driver.apply_group(request("w", 4))
+
+    def group_state() -> tuple[Any, list[Any]]:
+        machines, report = driver.list_group("c1-w", {})
+        return report, machines
+
+    s.wait(lambda: group_state()[0].state is GroupState.FAILED, "the group stack failed")
+    report, machines = group_state()
+    said = f"Instance group {dead.id} could not be found"
+    assert report.reason is not None and said in report.reason, report.reason
+    assert report.reason.startswith(f"the Nova server group {dead.id} of this node group")
+    refused = [m for m in machines if m.state is MachineState.ERROR]
+    assert [m.machine_id for m in refused] == [f"c1-w3-{project.name}"]
+    assert refused[0].fault is not None and said in refused[0].fault
+    driver.apply_group(request("w", 4))  # the repair, then the member sent again
+    s.wait(lambda: active(6), "six members active", timeout=300)
+    s.wait(lambda: group_state()[0].state is GroupState.COMPLETE, "the group stack complete")
+    sg = server_groups(s)["shoal-w@cs"]
+    assert sg.id != dead.id and sg.policy == "soft-anti-affinity"
+    again = driver.list_machines({"shoal-node": refused[0].machine_id})
+    assert set(sg.member_ids) == {str(again[0].provider_id)}  # the old members: in none
+    group_stack = the_cloud.stack(mb.stack_name("cs", "c1-w"))
+    assert group_stack is not None and group_stack["stack_status"] == "UPDATE_COMPLETE"
+    assert the_cloud.output(mb.stack_name("cs", "c1-w"), group_stack["id"], "joined") == sg.id
+    cluster_stack = the_cloud.stack(cs.stack_name("cs", "c1"))
+    assert cluster_stack is not None and cluster_stack["stack_status"] == "UPDATE_COMPLETE"
 
     driver.delete_group("c1-m")  # c1-w is left behind: release deletes it first
 

@@ -165,3 +165,86 @@ def test_the_built_in_group_template_declares_the_optional_parameter() -> None:
     for name in templates.OPTIONAL_PARAMETERS:
         assert templates.GROUP["parameters"][name]["default"] == ""
     assert templates.check(templates.GROUP) is templates.GROUP
+
+
+# Nova's 400 to a server asking a group it lacks, as Heat repeats it up the group stack.
+NOVA_GONE = (
+    "Resource UPDATE failed: BadRequest: resources.kube_minions.resources['3']: Instance "
+    "group 5b0c1d2e-aaaa-4bbb-8ccc-0123456789ab could not be found. (HTTP 400) "
+    "(Request-ID: req-1)"
+)
+GONE_ID = "5b0c1d2e-aaaa-4bbb-8ccc-0123456789ab"
+
+
+def test_a_failure_naming_a_missing_server_group_gives_its_id() -> None:
+    rows = [
+        (NOVA_GONE, {GONE_ID}),
+        ("Instance group a could not be found. Instance group b could not be found.", {"a", "b"}),
+        ("Resource CREATE failed: No valid host was found.", set()),
+        ("Quota exceeded for server_groups", set()),
+        ("", set()),
+    ]
+    for reason, want in rows:
+        assert cs.gone_of(reason) == want, reason
+
+
+def test_the_placement_groups_whose_output_is_gone_are_stale() -> None:
+    ids = {"shoal-m": "sg-1", "shoal-w": GONE_ID}
+    rows = [
+        ({GONE_ID}, ["shoal-w"]),
+        ({GONE_ID, "sg-1"}, ["shoal-m", "shoal-w"]),
+        ({"sg-0"}, []),  # already replaced: the output gives a new id
+        (set(), []),
+    ]
+    for gone, want in rows:
+        assert cs.stale(ids, gone) == want, gone
+
+
+def test_a_gone_server_group_is_said_for_the_operator_with_heats_words() -> None:
+    said = cs.explained(NOVA_GONE)
+    assert said.startswith(f"the Nova server group {GONE_ID} of this node group")
+    assert "deleted outside shoal" in said and said.endswith(f"Heat said: {NOVA_GONE}")
+    for other in ("Resource CREATE failed: No valid host was found.", ""):
+        assert cs.explained(other) == other
+    why = cs.unhealthy_reason("shoal-w", GONE_ID)
+    assert GONE_ID in why and "shoal-w" in why and "deleted outside shoal" in why
+
+
+def test_only_members_nova_refused_for_a_gone_group_are_sent_again() -> None:
+    members = {
+        "0": {"id": "m0", "server_group": GONE_ID},  # made before: has its server
+        "1": {"id": "m1", "server_group": GONE_ID},  # refused by Nova
+        "2": {"id": "m2", "server_group": "sg-1"},  # another group's, refused elsewise
+        "3": {"id": "m3"},  # asks for none
+    }
+    rows = [
+        ({GONE_ID}, {"m0"}, ["m1"]),
+        ({GONE_ID}, {"m0", "m1"}, []),
+        ({GONE_ID, "sg-1"}, {"m0"}, ["m1", "m2"]),
+        (set(), set(), []),
+    ]
+    for gone, with_server, want in rows:
+        assert cs.retried(members, gone, with_server) == want, (gone, with_server)
+
+
+def test_a_retried_member_takes_the_new_server_group_and_a_kept_one_its_old() -> None:
+    specs = [spec(0, WORKERS), spec(1, WORKERS), spec(2, WORKERS)]
+    made = mb.plan(mb.Group.of(None), [mb.entry(s, "dep", ()) for s in specs[:2]])
+    assert made is not None
+    made = cs.hinted(made, specs, {"shoal-w": GONE_ID})
+    group = mb.Group.of(made.parameters())
+    # The same members asked again: nothing to plan, the group sent as it is.
+    assert mb.plan(group, [mb.entry(s, "dep", ()) for s in specs[:2]]) is None
+    same = mb.unchanged(group)
+    assert same.parameters() == made.parameters() and same.added == same.removed == ()
+    # m1 was refused (no server): it is sent again, with a member added, in the new group.
+    grown = mb.plan(group, [mb.entry(s, "dep", ()) for s in specs])
+    assert grown is not None
+    retry = cs.retried(grown.members, {GONE_ID}, {"m0"})
+    assert retry == ["m1"]
+    grown = cs.hinted(grown, specs, {"shoal-w": "sg-new"}, retry)
+    by_id = {e["id"]: e for e in grown.members.values()}
+    assert [by_id[m]["server_group"] for m in ("m0", "m1", "m2")] == [GONE_ID, "sg-new", "sg-new"]
+    assert {i for i, e in grown.members.items() if e["id"] == "m1"} == {"1"}  # its index kept
+    removed = mb.unchanged(mb.Group({"0": {"id": "m0"}}, ("1", "2")))
+    assert removed.removal_policies == [{"resource_list": ["1", "2"]}] and removed.count == 1

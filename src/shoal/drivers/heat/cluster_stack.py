@@ -18,6 +18,16 @@ stack needs it, and deleted by `release_cluster` once the group stacks are gone.
 Placement groups asked by several groups at once are sent in one create or update
 (`pending`). The plain-value parts (template, what is missing, the hinted update) are
 functions below the class.
+
+A server group deleted in Nova behind shoal's back stays in the stack (Heat does not
+look), and its output still gives the dead id: a new member asking it fails in Nova
+(`POST /servers` is HTTP 400 "Instance group <id> could not be found.", which Heat
+repeats as the group stack's failure). The group stack's reason is the evidence, kept
+by Heat until that stack is updated again: the next apply passes its ids (`gone_of`),
+and a placement group whose output is one of them has its resource marked unhealthy
+and the stack updated (Heat replaces a resource in CHECK_FAILED), then the new id is
+sent. A crash between the two leaves the mark and the evidence: done again. Once the
+output gives a new id the evidence names none of it: nothing more is done.
 """
 
 from __future__ import annotations
@@ -27,7 +37,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -86,18 +96,25 @@ class ClusterStacks:
         self._outputs: dict[str, tuple[tuple[str, str], dict[str, str]]] = {}
 
     # ------------------------------------------------------------ server groups
-    def server_groups(self, cluster_id: str, asked: Mapping[str, PlacementGroup]) -> dict[str, str]:
+    def server_groups(
+        self,
+        cluster_id: str,
+        asked: Mapping[str, PlacementGroup],
+        gone: Collection[str] = (),
+    ) -> dict[str, str]:
         """The server group id of each placement group in `asked` (by name), the cluster
-        stack created or updated first when it lacks one. Waits at most WAIT_S for the
-        stack to settle, then TransientError; its failure is BlockedError (quota) or
-        PermanentError with Heat's reason, after one update that tried to repair it."""
-        if not asked:
-            return {}
+        stack created or updated first when it lacks one, or when its output gives an id
+        in `gone` (server groups Nova said it does not have: replaced). Waits at most
+        WAIT_S for the stack to settle, then TransientError; its failure is BlockedError
+        (quota) or PermanentError with Heat's reason, after one update that tried to
+        repair it (so is a gone server group one update did not replace)."""
+        if not asked and not gone:  # gone and none asked: replaced all the same, so
+            return {}  # an update that only removes the refused members loses nothing
         name = stack_name(self.deployment, cluster_id)
         with self._pending_lock:
             self._pending.setdefault(name, {}).update(asked)
         with self._lock(name):
-            ids = self._settle(name, cluster_id, asked)
+            ids = self._settle(name, cluster_id, asked, frozenset(gone))
         with self._pending_lock:
             left = {k: v for k, v in self._pending.get(name, {}).items() if k not in ids}
             if left:
@@ -107,10 +124,15 @@ class ClusterStacks:
         return {k: ids[k] for k in asked}
 
     def _settle(
-        self, name: str, cluster_id: str, asked: Mapping[str, PlacementGroup]
+        self,
+        name: str,
+        cluster_id: str,
+        asked: Mapping[str, PlacementGroup],
+        gone: frozenset[str],
     ) -> dict[str, str]:
         deadline = self._clock() + WAIT_S
         repairs = 0
+        replaced_at: tuple[str, str] | None = None  # the version whose update replaces
         while True:
             stack = self.cloud.stack(name)
             status = str((stack or {}).get("stack_status") or "")
@@ -125,6 +147,8 @@ class ClusterStacks:
                     wanted = dict(self._pending.get(name, {}))
                 wanted.update(asked)
                 failed = status.endswith("FAILED")
+                if stack is None and not asked:  # only a repair was asked: none to do
+                    return {}
                 if stack is None:
                     self.cloud.create_stack(self._create_body(name, cluster_id, wanted))
                 elif missing(held, asked) or failed:
@@ -134,12 +158,26 @@ class ClusterStacks:
                     self._patch(name, str(stack["id"]), {**wanted, **held_groups(held)})
                 else:
                     ids = self._output(name, stack)
-                    if all(ids.get(k) for k in asked):
+                    dead = stale(ids, gone)
+                    version = (str(stack["id"]), str(stack.get("updated_time") or ""))
+                    if dead and version != replaced_at:  # else: Heat has not begun it yet
+                        if replaced_at is not None:
+                            raise PermanentError(
+                                f"the cluster stack {name} still gives the server group "
+                                + ", ".join(f"{ids[n]} ({n})" for n in dead)
+                                + " that Nova does not have, after an update that marked "
+                                "it unhealthy; replace it by hand (openstack stack resource "
+                                "mark unhealthy, then stack update --existing)"
+                            )
+                        replaced_at = version
+                        self._replace(name, version[0], dead, ids, {**wanted, **held_groups(held)})
+                    elif not dead and all(ids.get(k) for k in asked):
                         return ids
-                    raise TransientError(  # not yet resolvable: asked again
-                        f"the cluster stack {name} has no server group id for "
-                        + ", ".join(sorted(k for k in asked if not ids.get(k)))
-                    )
+                    elif not dead:
+                        raise TransientError(  # not yet resolvable: asked again
+                            f"the cluster stack {name} has no server group id for "
+                            + ", ".join(sorted(k for k in asked if not ids.get(k)))
+                        )
             if self._clock() >= deadline:
                 raise TransientError(
                     f"the cluster stack {name} is still {status or 'being made'} after "
@@ -182,6 +220,24 @@ class ClusterStacks:
         path = f"/stacks/{name}/{stack_id}"
         if self.cloud.call("orchestration", "PATCH", path, ok=(202,), json=body) is None:
             raise TransientError(f"the cluster stack {name} went away during its update")
+
+    def _replace(
+        self,
+        name: str,
+        stack_id: str,
+        dead: Sequence[str],
+        ids: Mapping[str, str],
+        groups: Mapping[str, PlacementGroup],
+    ) -> None:
+        """Each placement group in `dead` has its server group resource marked unhealthy
+        (the reason says why, in Heat's events), then the stack is updated: Heat makes a
+        new server group for each. Both steps may be repeated after a crash."""
+        for n in dead:
+            path = f"/stacks/{name}/{stack_id}/resources/{resource_name(n)}"
+            body = {"mark_unhealthy": True, "resource_status_reason": unhealthy_reason(n, ids[n])}
+            if self.cloud.call("orchestration", "PATCH", path, ok=(200, 204), json=body) is None:
+                raise TransientError(f"the cluster stack {name} has no resource for {n}; retrying")
+        self._patch(name, stack_id, groups)
 
     # ------------------------------------------------------------ release
     def release(self, cluster_id: str) -> None:
@@ -316,6 +372,56 @@ def failure_of(name: str, status: str, reason: str) -> DriverError:
     return PermanentError(said)
 
 
+# Nova's answer to a server that asks for a server group it does not have
+# (nova.exception.InstanceGroupNotFound: HTTP 400 to POST /servers), as Heat repeats it.
+_GONE = re.compile(r"Instance group ([0-9A-Za-z-]+) could not be found")
+
+
+def gone_of(reason: str) -> frozenset[str]:
+    """The server group ids a stack's failure reason says Nova does not have."""
+    return frozenset(_GONE.findall(reason or ""))
+
+
+def stale(ids: Mapping[str, str], gone: Collection[str]) -> list[str]:
+    """The placement groups whose server group (the `server_groups` output) is gone."""
+    return sorted(n for n, i in ids.items() if i in gone)
+
+
+def unhealthy_reason(group: str, server_group: str) -> str:
+    """The reason shoal gives Heat when it marks a gone server group's resource."""
+    return (
+        f"shoal: Nova has no server group {server_group} (placement group {group}): it was "
+        "deleted outside shoal; a member asking for it failed. Replaced by the next update"
+    )
+
+
+def explained(reason: str) -> str:
+    """A failed group stack's reason, said for the operator when it is a gone server group
+    (Heat's own words kept after it)."""
+    gone = gone_of(reason)
+    if not gone:
+        return reason
+    return (
+        f"the Nova server group {', '.join(sorted(gone))} of this node group's placement "
+        "group no longer exists (deleted outside shoal); shoal replaces it in the cluster "
+        "stack and sends the failed members again with the new one when it next applies "
+        f"the node group. Heat said: {reason}"
+    )
+
+
+def retried(
+    members: Mapping[str, Mapping[str, Any]], gone: Collection[str], with_server: Collection[str]
+) -> list[str]:
+    """The members (machine ids) sent again with a new server group: those whose entry
+    asks for a gone one and that have no server (Nova refused them). A member with a
+    server keeps its entry: a changed hint would make Heat replace its server."""
+    return sorted(
+        str(e["id"])
+        for e in members.values()
+        if e.get("server_group") in gone and e.get("id") not in with_server
+    )
+
+
 def asked_by(
     added: Iterable[Mapping[str, Any]], specs: Sequence[MachineSpec]
 ) -> dict[str, PlacementGroup]:
@@ -329,9 +435,15 @@ def asked_by(
     return out
 
 
-def hinted(update: mb.Update, specs: Sequence[MachineSpec], ids: Mapping[str, str]) -> mb.Update:
+def hinted(
+    update: mb.Update,
+    specs: Sequence[MachineSpec],
+    ids: Mapping[str, str],
+    retry: Collection[str] = (),
+) -> mb.Update:
     """`update` with each added member's entry carrying its server group's id (which the
-    members' template makes its `scheduler_hints`); kept members are left as they are."""
+    members' template makes its `scheduler_hints`), and each member in `retry` (machine
+    ids, `retried`) too; other kept members are left as they are."""
     if not ids:
         return update
     by_id = {s.machine_id: s for s in specs}
@@ -343,7 +455,7 @@ def hinted(update: mb.Update, specs: Sequence[MachineSpec], ids: Mapping[str, st
             return e
         return {**e, "server_group": ids[pg.name]}
 
-    added_ids = {e.get("id") for e in update.added}
+    added_ids = {e.get("id") for e in update.added} | set(retry)
     members = {i: hint(e) if e.get("id") in added_ids else e for i, e in update.members.items()}
     return replace(update, members=members, added=tuple(hint(e) for e in update.added))
 

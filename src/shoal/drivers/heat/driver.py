@@ -147,22 +147,35 @@ class HeatDriver:
             )
         wanted = [mb.entry(s, self.deployment, self.settings.networks) for s in request.members]
         current = mb.Group.of(stack.get("parameters") if stack else None)
-        update = mb.plan(current, wanted)
-        if update is None:
-            if stack is not None:
-                return
-            update = mb.Update(0, {}, [], (), ())
-        self._check_quota(update.added)
-        asked = cs.asked_by(update.added, request.members)  # their server groups first
-        ids = self.clusters.server_groups(request.cluster_id, asked)
-        update = cs.hinted(update, request.members, ids)
+        planned = mb.plan(current, wanted)
+        update = planned or mb.unchanged(current)
+        # A failure naming server groups Nova does not have (deleted outside shoal): the
+        # cluster stack replaces them, and the members Nova refused are sent again.
+        gone: frozenset[str] = frozenset()
+        if stack is not None and str(stack.get("stack_status") or "").endswith("FAILED"):
+            gone = cs.gone_of(str(stack.get("stack_status_reason") or ""))
+        retry = cs.retried(update.members, gone, self._with_server(request)) if gone else []
+        if planned is None and stack is not None and not retry:
+            return  # (the server group is replaced when the group next changes)
+        again = [e for e in update.members.values() if e.get("id") in set(retry)]
+        self._check_quota([*update.added, *again])
+        asked = cs.asked_by([*update.added, *again], request.members)  # server groups first
+        ids = self.clusters.server_groups(request.cluster_id, asked, gone)
+        update = cs.hinted(update, request.members, ids, retry)
+        sent = [*update.added, *(e for e in update.members.values() if e.get("id") in retry)]
         if stack is None:
             self.cloud.create_stack(self._create_body(name, request, update, chosen))
         else:
-            extra = cs.group_parameter(stack.get("parameters") or {}, update.added)
+            extra = cs.group_parameter(stack.get("parameters") or {}, sent)
             self.cloud.patch_stack(
                 name, stack["id"], {**update.parameters(), **extra}, _files(update)
             )
+
+    def _with_server(self, request: GroupRequest) -> set[str]:
+        """The group's members that have a server in Nova (machine ids): one call."""
+        tags = [self._dep_tag(), mb.nova_tag(TAG_NODEGROUP, request.nodegroup_id)]
+        metas = [s.get("metadata") or {} for s in self.cloud.servers(tags)]
+        return {str(m[TAG_NODE]) for m in metas if m.get(TAG_NODE)}
 
     def _create_body(
         self, name: str, request: GroupRequest, update: mb.Update, chosen: str
@@ -260,7 +273,7 @@ class HeatDriver:
             else GroupState.IN_PROGRESS if status.endswith("IN_PROGRESS")
             else GroupState.COMPLETE
         )  # fmt: skip
-        reason = str(stack.get("stack_status_reason") or "") or None
+        reason = cs.explained(str(stack.get("stack_status_reason") or "")) or None
         return machines, GroupReport(str(stack["id"]), state, reason)
 
     def list_machines(self, tags: Mapping[str, str]) -> list[Machine]:
@@ -282,7 +295,7 @@ class HeatDriver:
             mb.StackView(
                 s["stack_name"],
                 str(s.get("stack_status") or ""),
-                str(s.get("stack_status_reason") or ""),
+                cs.explained(str(s.get("stack_status_reason") or "")),
                 mb.Group.of(s.get("parameters")),
             )
             for s in stacks

@@ -144,6 +144,12 @@ def plan(current: Group, wanted: Iterable[dict[str, Any]]) -> Update | None:
     return Update(len(members), members, policies, added, gone)
 
 
+def unchanged(current: Group) -> Update:
+    """An update that sends the group as it is (for members whose entries change)."""
+    policies = [{"resource_list": list(current.removed)}] if current.removed else []
+    return Update(len(current.members), dict(current.members), policies, (), ())
+
+
 # What makes a member's server: a change of any (the conductor placed the node in
 # another zone after "no valid host") replaces the member under a new index. Its
 # bootstrap data is not among them: rendered anew on each pass, it is sent once.
