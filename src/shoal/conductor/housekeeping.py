@@ -1,8 +1,11 @@
-"""Housekeeping of a conductor process, on a thread of its own: the heartbeat (renew
-the leases held, report alive in `conductors`, count live peers, requeue work
-whose generation moved without a due time), every `provider_check_seconds` a
-look at each provider (reachable or not, and what it offers: what `GET
-/v1/providers` shows) and, every `sweep_seconds`, the orphan sweeper."""
+"""Housekeeping of a conductor process, on two threads of its own: the heartbeat
+(renew the leases held, report alive in `conductors`, count live peers, requeue
+work whose generation moved without a due time), and the looks at the clouds:
+every `provider_check_seconds` each provider (reachable or not, and what it
+offers: what `GET /v1/providers` shows) and, every `sweep_seconds`, the orphan
+sweeper. Apart, because a look calls the cloud and may take as long as its API
+timeout: the heartbeat beside it never waits for it (a late heartbeat lets the
+leases of passes under way expire, and peers count the process dead)."""
 
 from __future__ import annotations
 
@@ -64,19 +67,30 @@ class Housekeeping:
 
     def run(self, stop: threading.Event) -> None:
         """Heartbeat every period (the first at once: peers, and this process's own
-        claims, count it now) and sweep when due, until `stop` is set."""
+        claims, count it now) until `stop` is set."""
         first = True
-        settings = self.ctx.settings
         while first or not stop.wait(self.period):
+            first = False
             try:
                 self.heartbeat()
+            except Exception:
+                log.exception("conductor heartbeat failed; continuing")
+
+    def run_looks(self, stop: threading.Event) -> None:
+        """Look at the providers (at once, then every `provider_check_seconds`) and
+        sweep (a period after the start, then every `sweep_seconds`) until `stop` is
+        set; whether one is due is asked every heartbeat period."""
+        settings = self.ctx.settings
+        first = True
+        while first or not stop.wait(self.period):
+            try:
                 now = time.monotonic()
                 if now - self.last_check >= settings.provider_check_seconds:
                     self.check_providers()
                 if not first and now - self.last_sweep >= settings.sweep_seconds:
                     self.sweep()
             except Exception:
-                log.exception("conductor housekeeping failed; continuing")
+                log.exception("conductor housekeeping (provider checks, sweep) failed; continuing")
             first = False
 
 

@@ -1,10 +1,11 @@
 """The work loop: claim due resources with leases, reconcile them, requeue.
 
 `run_once()` is one synchronous pass over all due work (tests step with it).
-`start()` runs `workers` threads that each claim one resource at a time and a
-housekeeping thread (heartbeat: renew held leases, report in `conductors`,
-sweep orphans). Nothing waits on a cloud call in a loop: every pass ends by
-writing when it wants to be looked at again (`next_reconcile_at`).
+`start()` runs `workers` threads that each claim one resource at a time and the
+housekeeping threads (the heartbeat: renew held leases, report in `conductors`;
+beside it the looks at the clouds: provider checks, the orphan sweeper). Nothing
+waits on a cloud call in a loop: every pass ends by writing when it wants to be
+looked at again (`next_reconcile_at`).
 
 Idle workers sleep until the earliest requeue time or lease expiry, or until
 woken: in-process by `wake()` (the runtime calls it after each desired-state
@@ -153,10 +154,13 @@ class Conductor:
         for i in range(self.settings.workers):
             t = threading.Thread(target=self._worker, name=f"conductor-{i}", daemon=True)
             self._threads.append(t)
-        house = threading.Thread(
-            target=self.housekeeping.run, args=(self._stop,), name="housekeeping", daemon=True
+        beat = threading.Thread(
+            target=self.housekeeping.run, args=(self._stop,), name="heartbeat", daemon=True
         )
-        self._threads.append(house)
+        looks = threading.Thread(
+            target=self.housekeeping.run_looks, args=(self._stop,), name="looks", daemon=True
+        )
+        self._threads += [beat, looks]
         for t in self._threads:
             t.start()
         calls.warm_pool(self.ctx)
