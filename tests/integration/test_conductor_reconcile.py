@@ -15,11 +15,12 @@ import pytest
 from sqlalchemy import func, select, update
 
 from shoal.conductor import cluster
+from shoal.conductor.kinds import KINDS
 from shoal.conductor.loop import Conductor
 from shoal.conductor.nodegroup import reconcile as nodegroup
 from shoal.conductor.nodegroup import scale
 from shoal.conductor.nodegroup.state import Pass
-from shoal.db import leases, queue, snapshots
+from shoal.db import leases, queue, registry, snapshots
 from shoal.db.tables import ClusterRow, NodeGroupRow, NodeRow
 from shoal.db.types import utcnow
 from shoal.domain import conditions as cond
@@ -135,6 +136,70 @@ def test_claims_take_the_longest_due_first_and_skip_leased_ones(lite: Env) -> No
         leases.release(s, "me", [leases.key(queue.NODEGROUP.name, g) for g in got])
         leases.release(s, "peer", [leases.key(queue.NODEGROUP.name, groups[0])])
     assert queue.next_due_at(lite.db, now) == now - timedelta(seconds=3)
+
+
+def test_a_claim_says_what_is_left_to_claim(lite: Env) -> None:
+    """A claim's transaction reads what is left after its own claims: the worker
+    wakes another only when some is, and knows when to look next without a read."""
+    cids = [lite.create(f"l{i}", [MASTER]) for i in range(2)]
+    groups = [lite.group(c, "m").uuid for c in cids]
+    now = utcnow()
+    with lite.db.write() as s:  # due 2 s ago and 1 s ago; the clusters not at all
+        for g, ago in zip(groups, (2, 1), strict=True):
+            s.execute(
+                update(NodeGroupRow)
+                .where(NodeGroupRow.uuid == g)
+                .values(next_reconcile_at=now - timedelta(seconds=ago))
+            )
+        s.execute(update(ClusterRow).values(next_reconcile_at=None))
+    assert queue.look(lite.db, now).due(queue.NODEGROUP.name)
+    seen = queue.Seen()
+    assert queue.claim_due(lite.db, queue.NODEGROUP, "me", now, 15, 1, seen=seen) == groups[:1]
+    assert seen.look is not None and seen.look.due(queue.NODEGROUP.name)  # one left
+    assert seen.look.next_at == now - timedelta(seconds=1)
+    seen = queue.Seen()
+    assert queue.claim_due_groups(lite.db, "me", now, 15, 1, looked=True, seen=seen) == [groups[1:]]
+    assert seen.look is not None and not seen.look.any_due  # none left: its own leases count
+    assert seen.look.next_at == now + timedelta(seconds=15)  # the first of them to expire
+    assert not queue.look(lite.db, now).any_due
+
+
+@pytest.mark.parametrize(
+    ("mine", "waited", "capped_for"),
+    [
+        (1, 1.0, None),  # below its share (2 of 4 due, 2 conductors): it claims
+        (2, 1.0, 14.0),  # at its share: peers take the rest; it would in 14 s
+        (3, 1.0, 14.0),
+        (2, 16.0, None),  # the oldest waited a lease period: taken regardless
+    ],
+)
+def test_a_conductor_at_its_share_says_when_it_takes_more(
+    lite: Env, mine: int, waited: float, capped_for: float | None
+) -> None:
+    """With a peer live, a process holding its share of the due work claims no more
+    (capped) and says in how long it would take the oldest regardless (a slow or
+    dead peer), so that its workers wait for that instead of polling."""
+    cids = [lite.create(f"s{i}", [MASTER]) for i in range(4)]
+    groups = [lite.group(c, "m").uuid for c in cids]
+    now = utcnow()
+    with lite.db.write() as s:
+        s.execute(
+            update(NodeGroupRow)
+            .where(NodeGroupRow.uuid.in_(groups))
+            .values(next_reconcile_at=now - timedelta(seconds=waited))
+        )
+        s.execute(update(ClusterRow).values(next_reconcile_at=None))
+        for host in ("me", "peer"):  # two live conductors
+            registry.report_alive(s, host, now, 5.0)
+    claims = lite.conductor.claims
+    held = queue.claim_due(lite.db, queue.NODEGROUP, claims.holder, now, 15, mine)
+    claims.hold([leases.key(queue.NODEGROUP.name, u) for u in held])
+    take = claims.claim_fair(KINDS[0])
+    if capped_for is None:
+        assert take.capped_for is None and len(take.batches) == 1
+    else:
+        assert take.batches == [] and take.capped_for is not None
+        assert capped_for - 1.0 < take.capped_for <= capped_for
 
 
 def test_small_groups_of_a_cluster_are_claimed_and_passed_together(lite: Env) -> None:

@@ -6,7 +6,12 @@
   clusters' small groups, or several clusters, in one pass.
 - With peers (PostgreSQL), a worker takes one resource at a time, and no more
   than this process's fair share of the due work among the live conductors;
-  work left unclaimed for a lease period is taken regardless (a slow peer).
+  work left unclaimed for a lease period is taken regardless (a slow peer). A
+  capped claim says when that will be (`Take.capped_for`): the loop waits for
+  it, or for more work coming due, instead of polling.
+- A claim's transaction also reads what is left to claim (`queue.Look`): the
+  worker wakes another only when some is, and needs no read of its own to
+  learn when to look next.
 - A worker releases the leases of its last pass in its next claim's transaction
   (one write instead of two); leases are released at once when it stops or when
   it takes queued work instead.
@@ -20,6 +25,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from datetime import datetime
+from typing import NamedTuple
 
 from shoal.conductor.kinds import KINDS, Batch, WorkKind
 from shoal.db import leases, queue, registry
@@ -29,6 +35,17 @@ from shoal.settings import ConductorSettings
 log = logging.getLogger(__name__)
 
 LOAD_TTL_S = 0.2  # how long one count of the due work serves this process's workers
+
+
+class Take(NamedTuple):
+    """What a worker's claim took."""
+
+    batches: list[Batch]
+    # This process holds its fair share already and peers are taking the rest: the
+    # seconds until it takes the oldest due work regardless (None: not capped).
+    capped_for: float | None = None
+    # What the claim's transaction saw after its claims (None: no claim ran).
+    look: queue.Look | None = None
 
 
 class Claims:
@@ -95,6 +112,14 @@ class Claims:
         except Exception:
             log.exception("%s: could not release lease", ", ".join(keys))
 
+    def releasing(self) -> bool:
+        """Whether this worker has leases to release (its next claim writes anyway)."""
+        return bool(getattr(self._local, "release", None))
+
+    def look(self) -> queue.Look:
+        """What may be claimed now and next: one read for every kind of work."""
+        return queue.look(self.db, self._now())
+
     def take_release(self) -> list[str]:
         """This worker's leases left to release (by its next claim)."""
         keys: list[str] = getattr(self._local, "release", None) or []
@@ -113,9 +138,17 @@ class Claims:
     # -- claiming -----------------------------------------------------------------
 
     def claim(
-        self, kind: WorkKind, limit: int, release: list[str] | None = None, *, merge: bool = False
+        self,
+        kind: WorkKind,
+        limit: int,
+        release: list[str] | None = None,
+        *,
+        merge: bool = False,
+        looked: bool = False,
+        seen: queue.Seen | None = None,
     ) -> list[Batch]:
-        """Claim up to `limit` batches of due `kind` work (after releasing `release`)."""
+        """Claim up to `limit` batches of due `kind` work (after releasing `release`);
+        `looked`, `seen`: as for `queue.claim_due`."""
         try:
             return kind.claim(
                 self.db,
@@ -125,24 +158,27 @@ class Claims:
                 limit,
                 release=release or (),
                 merge=merge,
+                looked=looked,
+                seen=seen,
             )
         except Exception:
             self.release(release or [])  # the claim rolled back with the release in it
             raise
 
-    def claim_fair(self, kind: WorkKind) -> tuple[list[Batch], bool]:
-        """What one worker takes now: (batches, capped). `capped`: this process holds
-        its fair share already and peers are taking the rest."""
+    def claim_fair(self, kind: WorkKind, *, looked: bool = False) -> Take:
+        """What one worker takes now. `looked`: the worker has just read that `kind`
+        has due work (the claim reads no more first)."""
         release = self.take_release()
         with self._lock:
             queued = self._queued[kind.name].popleft() if self._queued[kind.name] else None
         if queued is not None:
             self.release(release)
-            return [queued], False
+            return Take([queued])
         prefix = kind.name + ":"
         with self._lock:
             mine = sum(1 for k in self._held if k.startswith(prefix)) + self._claiming[kind.name]
             self._claiming[kind.name] += 1
+        seen = queue.Seen()
         try:
             if self.live == 1 and self.settings.workers > 1:
                 idle = self._idle_workers()
@@ -153,26 +189,32 @@ class Claims:
                     # one process): on PostgreSQL a peer may start at any time and
                     # this conductor learns of it only at its next heartbeat, while
                     # a merged batch would keep work from it.
-                    merged = self._for_idle(kind, queue.BATCH_MAX // 2, release, merge=True)
-                    return merged, False
-                return self._for_idle(kind, 1 + idle, release), False
-            if mine > 0 and self.live != 1 and self._over_share(kind, mine):
-                self.release(release)
-                return [], True
-            return self.claim(kind, 1, release), False
+                    merged = self._for_idle(
+                        kind, queue.BATCH_MAX // 2, release, merge=True, looked=looked, seen=seen
+                    )
+                    return Take(merged, None, seen.look)
+                got = self._for_idle(kind, 1 + idle, release, looked=looked, seen=seen)
+                return Take(got, None, seen.look)
+            if mine > 0 and self.live != 1:
+                capped_for = self._over_share(kind, mine)
+                if capped_for is not None:
+                    self.release(release)
+                    return Take([], capped_for)
+            return Take(self.claim(kind, 1, release, looked=looked, seen=seen), None, seen.look)
         finally:
             with self._lock:
                 self._claiming[kind.name] -= 1
 
-    def _over_share(self, kind: WorkKind, mine: int) -> bool:
+    def _over_share(self, kind: WorkKind, mine: int) -> float | None:
         """Whether `mine` resources already reach this process's share of the due work
-        among the live conductors (unless some has waited a lease period)."""
+        among the live conductors, unless some has waited a lease period: the seconds
+        until it will have (None: not over its share)."""
         now = self._now()
         live = self.live  # the heartbeat's count (every lease / 3 s)
         if live is None:
             live = registry.live_conductors(self.db, now)
         if live <= 1:
-            return False
+            return None
         load = self._due(kind, now)
         share = -(-load.due // live)
         waited = (
@@ -180,12 +222,12 @@ class Claims:
             if load.oldest_unclaimed is not None
             else 0.0
         )
-        return mine >= share and waited < self.settings.lease_seconds
+        left = self.settings.lease_seconds - waited
+        return left if mine >= share and left > 0 else None
 
     def _due(self, kind: WorkKind, now: datetime) -> queue.Load:
         """The due work of `kind`, counted at most once per LOAD_TTL_S by this process:
-        capped workers re-check their share 4 times a second, and one count serves
-        all of them instead of one each."""
+        the workers that claim at about the same time share one count."""
         t = time.monotonic()
         with self._lock:
             cached = self._load.get(kind.name)
@@ -197,13 +239,20 @@ class Claims:
         return load
 
     def _for_idle(
-        self, kind: WorkKind, limit: int, release: list[str], *, merge: bool = False
+        self,
+        kind: WorkKind,
+        limit: int,
+        release: list[str],
+        *,
+        merge: bool = False,
+        looked: bool = False,
+        seen: queue.Seen | None = None,
     ) -> list[Batch]:
         """Alone, claim for this worker and the idle ones in one query: keep one batch,
         queue the rest for the workers that this wakes. No more than they can
         start at once: a resource claimed early would wait in the queue behind
         passes under way while others become due before it."""
-        batches = self.claim(kind, limit, release, merge=merge)
+        batches = self.claim(kind, limit, release, merge=merge, looked=looked, seen=seen)
         if len(batches) > 1:
             with self._lock:
                 for b in batches[1:]:

@@ -32,6 +32,8 @@ class Claim(Protocol):
         *,
         release: Collection[str] = (),
         merge: bool = False,
+        looked: bool = False,
+        seen: queue.Seen | None = None,
     ) -> list[Batch]: ...
 
 
@@ -47,8 +49,12 @@ def each_alone(kind: queue.Kind) -> Claim:
         *,
         release: Collection[str] = (),
         merge: bool = False,
+        looked: bool = False,
+        seen: queue.Seen | None = None,
     ) -> list[Batch]:
-        uuids = queue.claim_due(db, kind, holder, now, ttl, limit, release=release)
+        uuids = queue.claim_due(
+            db, kind, holder, now, ttl, limit, release=release, looked=looked, seen=seen
+        )
         return [uuids] if merge and uuids else [[u] for u in uuids]
 
     return claim

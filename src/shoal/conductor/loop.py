@@ -12,7 +12,13 @@ woken: in-process by `wake()` (the runtime calls it after each desired-state
 commit), across processes on PostgreSQL by `NOTIFY shoal_work`, which a
 dedicated LISTEN connection turns into `wake()`. The poll is only a safety net.
 Workers claim one resource at a time (SKIP LOCKED), so N conductors share the
-node groups pass by pass instead of one taking everything.
+node groups pass by pass instead of one taking everything: every conductor's
+timekeeper wakes at the fleet's next due time and they race for it. An idle
+worker's look is one read for every kind of work (`queue.look`); a claim's
+transaction says what is left, so a worker wakes another only when some is. A
+process capped at its fair share sleeps like an idle one: its timekeeper looks
+again when more work comes due, when it would take the oldest regardless, or
+after `capped_look_period()`.
 """
 
 from __future__ import annotations
@@ -41,6 +47,9 @@ from shoal.drivers.providers import Providers
 from shoal.settings import ConductorSettings
 
 log = logging.getLogger(__name__)
+
+# The timekeeper of a process capped at its fair share looks again no more often than this.
+CAPPED_LOOK_MIN_S = 0.25
 
 
 class Conductor:
@@ -84,7 +93,6 @@ class Conductor:
         self._woken = False
         self._keeper_at: float | None = None  # monotonic deadline of the timekeeper
         self._sleeping = 0  # idle workers waiting on `_cv`
-        self._local = threading.local()  # per worker: whether its last look found work
         self._threads: list[threading.Thread] = []
         self.claims = Claims(
             db,
@@ -198,46 +206,76 @@ class Conductor:
             return max(self.settings.poll_seconds, self.settings.listen_poll_seconds)
         return self.settings.poll_seconds
 
+    def capped_look_period(self) -> float:
+        """How often the timekeeper of a process capped at its fair share looks again
+        (peers take the rest; its share grows only when more work comes due)."""
+        return min(self.poll_period(), max(CAPPED_LOOK_MIN_S, self.settings.requeue_seconds / 2))
+
     def _worker(self) -> None:
         calls.warm(self.ctx)
+        # What the last look or claim's transaction saw, while no pass ran since (None:
+        # unknown): the kinds with due work, and when more may come due.
+        look: queue.Look | None = None
         while not self._stop.is_set():
             try:
-                found = capped = False
-                worked = getattr(self._local, "worked", True)
+                found = False
+                capped: float | None = None
                 for kind in KINDS:
-                    batches, full = self.claims.claim_fair(kind)
-                    capped = capped or full
-                    for b in batches:
+                    if look is None and not self.claims.releasing():
+                        look = self.claims.look()  # one read for every kind
+                    if look is not None and not look.due(kind.name):
+                        continue
+                    # After a pass (leases to release), the claim writes anyway: no look.
+                    take = self.claims.claim_fair(kind, looked=look is not None)
+                    if take.capped_for is not None:
+                        c = take.capped_for
+                        capped = c if capped is None else min(capped, c)
+                    if take.look is not None:
+                        look = take.look
+                    for b in take.batches:
                         found = True
-                        self.wake()  # more may be due: let another worker look
+                        if look is None or look.any_due:
+                            self.wake()  # more is due: let another worker take it
+                        look = None  # the pass changes what is due
                         self._work(kind, b, defer=True)
-                self._local.worked = found
                 if found:
                     continue
-                if capped:  # peers are taking the rest; look again shortly
-                    self._stop.wait(0.25)
-                    continue
-                self._idle(fresh=worked)
+                # Capped: peers are taking the rest; this process looks again when it
+                # would take the oldest regardless, or after `capped_look_period`.
+                self._idle(look, capped)
+                look = None
             except Exception:
+                look = None
                 log.exception("conductor worker: unexpected error; continuing")
                 self._stop.wait(self.settings.poll_seconds)
         self.claims.release(self.claims.take_release())
 
-    def _idle(self, fresh: bool = True) -> None:
-        """Sleep until woken, the next requeue or lease expiry, or the safety-net poll.
+    def _idle(self, look: queue.Look | None = None, capped: float | None = None) -> None:
+        """Sleep until woken, the next requeue or lease expiry (as `look` saw them, else
+        as read now), or the safety-net poll; `capped`: this process holds its share
+        of the due work, and takes the oldest regardless in that many seconds.
 
-        A worker that just ran passes (requeue times changed) or finds no
-        timekeeper computes the next due time; it becomes the timekeeper when
-        its deadline is the earliest."""
+        A worker that knows the next due time (it just looked or claimed), or finds
+        no timekeeper, computes its deadline; it becomes the timekeeper when its
+        deadline is the earliest. The others sleep until woken or the poll."""
         timeout = self.poll_period()
         mine: float | None = None
         with self._cv:
             keeper_at = self._keeper_at
-        if fresh or keeper_at is None or keeper_at <= time.monotonic():
-            now = self.ctx.now()
-            nxt = queue.next_due_at(self.ctx.db, now)
-            if nxt is not None:
-                timeout = max(0.01, min(timeout, (nxt - now).total_seconds()))
+        known = look is not None or capped is not None
+        if known or keeper_at is None or keeper_at <= time.monotonic():
+            if capped is not None:
+                timeout = min(timeout, capped, self.capped_look_period())
+                coming = look.next_coming() if look is not None else None
+                if coming is not None:
+                    timeout = min(timeout, (coming - self.ctx.now()).total_seconds())
+                timeout = max(0.01, timeout)
+            else:
+                look = look or self.claims.look()
+                nxt = look.next_at
+                if nxt is not None:
+                    left = (nxt - self.ctx.now()).total_seconds()
+                    timeout = max(0.01, min(timeout, left))
             deadline = time.monotonic() + timeout
             with self._cv:
                 k = self._keeper_at

@@ -18,7 +18,19 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Integer, Select, Table, and_, bindparam, func, literal, or_, select, update
+from sqlalchemy import (
+    Connection,
+    Integer,
+    Select,
+    Table,
+    and_,
+    bindparam,
+    func,
+    literal,
+    or_,
+    select,
+    update,
+)
 
 from shoal.db import leases
 from shoal.db.engine import Database
@@ -149,6 +161,62 @@ def requeue_unobserved(db: Database, now: datetime) -> int:
     return found
 
 
+@dataclass(frozen=True)
+class Look:
+    """What a conductor may claim, as one read (or a claim's transaction) saw it at
+    `now`: per kind, the earliest requeue time of a resource nobody holds (absent:
+    none), and the earliest expiry of a lease someone holds (a crashed holder's
+    work becomes claimable then)."""
+
+    now: datetime
+    free: dict[str, datetime]
+    expiry: datetime | None
+
+    def due(self, kind: str) -> bool:
+        """Whether a resource of `kind` is due and free."""
+        t = self.free.get(kind)
+        return t is not None and t <= self.now
+
+    @property
+    def any_due(self) -> bool:
+        return any(t <= self.now for t in self.free.values())
+
+    @property
+    def next_at(self) -> datetime | None:
+        """When something may next be claimable (`next_due_at`)."""
+        return min(self._times(), default=None)
+
+    def next_coming(self) -> datetime | None:
+        """The earliest of these times still to come (a kind whose free work is due
+        already gives none: for a conductor that leaves that work to its peers)."""
+        return min((t for t in self._times() if t > self.now), default=None)
+
+    def _times(self) -> list[datetime]:
+        return [*self.free.values(), *([self.expiry] if self.expiry is not None else [])]
+
+
+@dataclass
+class Seen:
+    """Filled by a claim: what its transaction saw after its own claims (`Look`)."""
+
+    look: Look | None = None
+
+
+def _look(s: Connection, now: datetime) -> Look:
+    """One ordered index scan of one row per kind, and one for the leases; in a claim's
+    transaction its own new leases count as held."""
+    params = {"now": now}
+    free = {n: t for n, k in KINDS.items() if (t := s.scalar(_next_query(k), params)) is not None}
+    return Look(now, free, s.scalar(_NEXT_EXPIRY, params))
+
+
+def look(db: Database, now: datetime) -> Look:
+    """What may be claimed now and next, in one read (an idle worker's look: most
+    find nothing, and a read answers that without opening a write transaction)."""
+    with db.core_read() as s:
+        return _look(s, now)
+
+
 def _nothing_due(db: Database, kind: Kind, now: datetime) -> bool:
     """Whether no resource of `kind` is due and free: most looks find nothing, and a
     read answers that without opening a write transaction."""
@@ -165,20 +233,27 @@ def claim_due(
     limit: int,
     *,
     release: Collection[str] = (),
+    looked: bool = False,
+    seen: Seen | None = None,
 ) -> list[str]:
     """Lease up to `limit` due resources of `kind`, after releasing `holder`'s leases
     `release` in the same transaction.
 
     On PostgreSQL the candidates are locked FOR UPDATE SKIP LOCKED, so
-    conductors claiming at the same moment take different resources.
+    conductors claiming at the same moment take different resources. `looked`:
+    the caller has just read that some is due (no read of its own first); `seen`:
+    filled with what the transaction saw after its claims.
     """
-    if not release and _nothing_due(db, kind, now):
+    if not release and not looked and _nothing_due(db, kind, now):
         return []
     q = _claim_query(kind, lock=not db.is_sqlite)
     with db.core_write() as s:
         leases.release(s, holder, release)
         uuids = list(s.scalars(q, {"now": now, "limit": limit}))
-        return [u for u in uuids if leases.claim(s, leases.key(kind.name, u), holder, now, ttl)]
+        got = [u for u in uuids if leases.claim(s, leases.key(kind.name, u), holder, now, ttl)]
+        if seen is not None:
+            seen.look = _look(s, now)
+        return got
 
 
 def claim_due_groups(
@@ -190,6 +265,8 @@ def claim_due_groups(
     *,
     release: Collection[str] = (),
     merge: bool = False,
+    looked: bool = False,
+    seen: Seen | None = None,
 ) -> list[list[str]]:
     """Like `claim_due` for node groups, but a small group (at most BATCH_NODES nodes)
     comes with the other due, unleased small groups of its cluster (a batch, up
@@ -199,14 +276,17 @@ def claim_due_groups(
     is a batch of its own: its creates keep a worker of their own, and its
     intent rows do not wait for other groups'. `merge`: the small groups of all
     the claimed groups' clusters make one batch (up to BATCH_MAX), for a
-    conductor whose workers are all busy with a backlog of small clusters."""
-    if not release and _nothing_due(db, NODEGROUP, now):
+    conductor whose workers are all busy with a backlog of small clusters.
+    `looked`, `seen`: as for `claim_due`."""
+    if not release and not looked and _nothing_due(db, NODEGROUP, now):
         return []
     lock = not db.is_sqlite
     with db.core_write() as s:
         leases.release(s, holder, release)
         first = s.execute(_claim_query(NODEGROUP, lock=lock), {"now": now, "limit": limit}).all()
         if not first:
+            if seen is not None:
+                seen.look = _look(s, now)
             return []
 
         def key(uuid: str, cluster: str, size: int) -> str:  # the batch a group goes in
@@ -231,6 +311,8 @@ def claim_due_groups(
                 continue
             if leases.claim(s, leases.key(NODEGROUP.name, uuid), holder, now, ttl):
                 batch.append(uuid)
+        if seen is not None:
+            seen.look = _look(s, now)
         return [b for b in batches.values() if b]
 
 
@@ -256,10 +338,5 @@ def load(db: Database, kind: Kind, now: datetime) -> Load:
 def next_due_at(db: Database, now: datetime | None = None) -> datetime | None:
     """When a conductor may next find something to claim: the earliest requeue time
     of a resource nobody holds, or the earliest expiry of a lease someone holds
-    (a crashed holder's work becomes claimable then). One ordered index scan of
-    one row per kind, and one for the leases."""
-    params = {"now": now or utcnow()}
-    with db.core_read() as s:
-        found = [s.scalar(_next_query(k), params) for k in KINDS.values()]
-        found.append(s.scalar(_NEXT_EXPIRY, params))
-    return min((t for t in found if t is not None), default=None)
+    (a crashed holder's work becomes claimable then): `look(...).next_at`."""
+    return look(db, now or utcnow()).next_at
