@@ -25,6 +25,11 @@ from shoal.settings import Settings
 from tests.support.server import live_server
 
 POLL = 30.0  # far longer than any wake-up we accept
+# A wake-up takes tens of ms; a machine other jobs load may hold a thread back for a
+# second now and then (a full run saw one of five at 1.16 s). What a lost wake-up costs
+# is the poll: the worst sample must stay far below it, the typical one well below 1 s.
+TYPICAL_MAX_S = 0.5
+WORST_MAX_S = POLL / 6
 SIM = {"boot_seconds": 0, "delete_seconds": 0, "api_latency_ms": 0, "jitter": 0}
 QUIET = {"poll_seconds": POLL, "listen_poll_seconds": POLL, "sweep_seconds": 3600}
 
@@ -96,7 +101,7 @@ def test_notify_wakes_an_idle_conductor_on_another_connection(
         key = name.replace(" ", "_")
         record_property(f"notify_{key}_median_ms", round(median * 1000, 1))
         record_property(f"notify_{key}_worst_ms", round(worst * 1000, 1))
-    assert max(rows) < 1.0
+    assert statistics.median(rows) < TYPICAL_MAX_S and max(rows) < WORST_MAX_S, rows
 
 
 @pytest.mark.postgres
@@ -134,7 +139,7 @@ def test_embedded_conductor_is_woken_in_process_on_sqlite(
     worst = max(samples)
     print(f"\nin-process wake-up (HTTP create to first node row): worst {worst * 1000:.0f} ms")
     record_property("inprocess_wakeup_worst_ms", round(worst * 1000, 1))
-    assert worst < 1.0
+    assert statistics.median(samples) < TYPICAL_MAX_S and worst < WORST_MAX_S, samples
 
 
 @pytest.mark.postgres
