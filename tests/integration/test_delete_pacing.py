@@ -82,7 +82,8 @@ def test_slow_deletes_are_not_relisted_at_the_fast_period(env: Env) -> None:
     took = step(env, lambda: env.cluster(cid) is None, 60)
     for group, n in counting.lists.items():
         assert n < took / 0.2, (group, n, took)
-    # The workers' group learned its delete time: it looks when the deletes are due, and
-    # a few times more when a loaded machine makes them late (7 seen at load ~2 beside
-    # the suite; a fixed 0.2 s period lists it 30 times or more).
-    assert counting.lists[w] <= 10, counting.lists[w]
+    # The workers' group learned its delete time: it looks when the deletes are due, then
+    # after a quarter of how late they are (from this conductor's 0.05 s floor, so a
+    # second late costs about 13 listings: 7 seen at load ~2, 15 in a full run); at most
+    # half what the old fixed 0.2 s period lists (30 or more), whatever the load.
+    assert counting.lists[w] <= took / 0.4, (counting.lists[w], took)
