@@ -34,6 +34,33 @@ def test_rounds_of_failures_and_recovery() -> None:
     assert health.recovered(back) is back
 
 
+@pytest.mark.parametrize(
+    ("seen_after_s", "rounds", "retry_after_s"),
+    [
+        ((0,), 1, 3),  # the first failure: one round, 3 s
+        ((0, 1, 2), 1, 3),  # one round's machines failing over three passes: still one
+        ((0, 3), 2, 3 + 6),  # at the retry: the replacements' failure is a new round
+        ((0, 1, 4, 5, 9), 2, 4 + 6),  # two rounds, each seen over two passes
+        ((0, 4, 11, 24), 4, 24 + 24),  # each round seen once, as the delays allow
+    ],
+)
+def test_failures_before_the_next_replacement_are_the_same_round(
+    seen_after_s: tuple[int, ...], rounds: int, retry_after_s: int
+) -> None:
+    mem = GroupMemory()
+    for s in seen_after_s:
+        mem = health.failed(mem, T0 + timedelta(seconds=s), f"fault at {s}", 1)
+    assert mem.failures == rounds
+    assert mem.last_fault == f"fault at {seen_after_s[-1]}"
+    assert health.retry_at(mem) == T0 + timedelta(seconds=retry_after_s)
+
+
+def test_a_failure_under_a_new_desired_state_starts_a_round_at_once() -> None:
+    mem = health.failed(GroupMemory(), T0, "old spec", 1)
+    mem = health.failed(mem, T0 + timedelta(seconds=1), "new spec", 2)
+    assert (mem.failures, mem.generation, mem.last_fault) == (2, 2, "new spec")
+
+
 def test_zone_blocks_expire() -> None:
     mem = health.block_zone(GroupMemory(), "az-1", T0)
     assert health.open_zones(["az-1", "az-2"], mem, T0) == ["az-2"]

@@ -3,8 +3,10 @@ machines that keep failing, which zones it avoids after "no valid host", and
 when it stops repairing (the health policy's circuit breaker).
 
 - **Boot failures.** A machine that fails before it was ever ready (ERROR while
-  booting, or a quota fault) is a failed attempt. Each pass that sees new
-  failures is one more round; the next replacement waits `failure_delay(rounds)`
+  booting, or a quota fault) is a failed attempt. The first failure seen after
+  the group may replace machines again is one more round; failures seen before
+  then belong to the round already counted (the machines of one round often fail
+  over several passes). The next replacement waits `failure_delay(rounds)`
   (3 s, 6 s, 12 s, ... up to 10 minutes), so a group whose every boot fails makes
   at most five rounds of machines in its first minute. A node that becomes ready
   resets the count.
@@ -103,8 +105,12 @@ def failure_delay(rounds: int) -> float:
 
 
 def failed(mem: GroupMemory, now: datetime, fault: str, generation: int) -> GroupMemory:
-    """One more round of failed boots, seen now under desired-state `generation`;
-    `fault` is the cloud's message."""
+    """Failed boots seen now under desired-state `generation`; `fault` is the cloud's
+    message. Before the group's next replacement (`retry_at`) they belong to the round
+    already counted: only the message is kept. Otherwise they are one more round."""
+    due = retry_at(mem)
+    if mem.generation == generation and due is not None and now < due:
+        return replace(mem, last_fault=fault[:FAULT_MAX])
     return replace(
         mem,
         failures=mem.failures + 1,
