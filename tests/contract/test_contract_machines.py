@@ -142,11 +142,14 @@ def test_validate_is_cheap_and_names_each_problem(harness: DriverHarness) -> Non
     assert d.validate(harness.spec()) == []
     bad = harness.spec(flavor_id="nope-f", image_id="nope-i", availability_zone="nope-z")
     d.validate(bad)  # warm any cache
-    start = time.perf_counter()
-    for _ in range(50):
-        problems = d.validate(bad)
-    # A remote call per validate would cost far more; averaged so one GC pause cannot flake.
-    assert (time.perf_counter() - start) / 50 < 0.005, "validate must not do remote I/O"
+    rounds = []
+    for _ in range(5):  # the best of 5 rounds of 10: a loaded machine's pause cannot flake it
+        start = time.perf_counter()
+        for _ in range(10):
+            problems = d.validate(bad)
+        rounds.append((time.perf_counter() - start) / 10)
+    # A remote call per validate would cost far more.
+    assert min(rounds) < 0.005, f"validate must not do remote I/O: {min(rounds) * 1000:.1f} ms"
     text = " ".join(problems)
     assert len(problems) == 3
     assert "nope-f" in text and "nope-i" in text and "nope-z" in text

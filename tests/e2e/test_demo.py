@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from shoal.cli.main import app
 from tests.integration.cli_support import Shoal, fast_settings
 from tests.support.server import live_server
+from tests.support.waiting import scaled
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("demo")]
 
@@ -24,7 +25,7 @@ def test_demo_runs_end_to_end_and_keeps_its_data(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["demo", "--keep", "--data-dir", str(data)])
     took = time.monotonic() - started
     assert result.exit_code == 0, result.output
-    assert took < 60, f"the demo took {took:.0f}s"
+    assert took < scaled(60), f"the demo took {took:.0f}s"  # a minute on an idle machine
     out = result.stdout
     for text in ("k8s-hetero", "Remove exactly one named worker", "Final state",
                  "What you just saw", f"SHOAL_DATA_DIR={data}"):  # fmt: skip

@@ -21,6 +21,7 @@ from shoal.drivers.sim.world import SimWorld
 from tests.support.databases import throwaway_pg
 from tests.support.process import SHOAL, admin_headers, serving, shoal_env
 from tests.support.server import free_port
+from tests.support.waiting import scaled
 
 pytestmark = pytest.mark.postgres
 LATEST = {"OpenStack-API-Version": "container-infra latest"}
@@ -73,7 +74,7 @@ def serve_once(env: dict[str, str], log: Path) -> str:
     port = free_port()
     with log.open("wb") as out:
         proc = subprocess.Popen([SHOAL, "serve", "--port", str(port)], env=env, stderr=out)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + scaled(30)
     try:
         while time.monotonic() < deadline:
             if proc.poll() is not None:
@@ -106,7 +107,7 @@ def test_a_killed_migrate_is_refused_then_finished_and_no_machine_moves(tmp_path
         ]
         body = {"name": "big", "image_id": "fedora-coreos-40", "node_groups": groups}
         assert api.post("/clusters", json=body).status_code == 202
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + scaled(120)
         while api.get("/clusters/big").json()["status"] != "CREATE_COMPLETE":
             assert time.monotonic() < deadline
             time.sleep(0.3)

@@ -3,9 +3,11 @@ process says so, names the commands that follow it, and exits 130."""
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,8 +17,10 @@ import pytest
 
 from tests.integration.cli_support import fast_settings
 from tests.support.server import LiveServer, live_server
+from tests.support.waiting import scaled
 
 SHOAL = str(Path(sys.executable).with_name("shoal"))
+POLL_LINE = re.compile(r"IN_PROGRESS\s+\(\d+s\)")  # the wait's first line, not a terminal
 
 
 @pytest.fixture(scope="module")
@@ -52,15 +56,24 @@ def test_ctrl_c_during_wait_says_the_operation_goes_on_and_exits_130(
         text=True,
         preexec_fn=_ctrl_c_as_on_a_terminal,
     )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stderr or ()), daemon=True)
+    reader.start()
     try:
-        deadline = time.monotonic() + 30
-        # Interrupt once the request was accepted and the CLI is polling.
-        while name not in _names(slow, auth) or _generation(slow, auth, name) < generation:
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        deadline = time.monotonic() + scaled(30)
+        # Interrupt once the request was accepted and the CLI is polling: it has printed
+        # its first poll's line ("cluster slow-create: CREATE_IN_PROGRESS  (0s)").
+        while (
+            name not in _names(slow, auth)
+            or _generation(slow, auth, name) < generation
+            or not any(POLL_LINE.search(x) for x in list(lines))
+        ):
+            assert proc.poll() is None and time.monotonic() < deadline, "".join(lines)
             time.sleep(0.05)
-        time.sleep(0.5)
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=30)
+        proc.wait(timeout=scaled(30))
+        reader.join(timeout=scaled(10))
+        err = "".join(lines)
     finally:
         if proc.poll() is None:
             proc.kill()

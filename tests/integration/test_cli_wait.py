@@ -11,6 +11,7 @@ import pytest
 
 from tests.integration.cli_support import Shoal, fast_settings
 from tests.support.server import LiveServer, live_server
+from tests.support.waiting import scaled
 
 pytestmark = pytest.mark.xdist_group("cli-wait")
 
@@ -42,7 +43,7 @@ def test_wait_times_out_with_exit_3_and_shows_blocked(server: LiveServer) -> Non
     shoal = Shoal(server, project="blocked")
     result = shoal.run("cluster", "create", "stuck", "--image", "fedora-coreos-40",
                        "-n", "name=cp,role=master,flavor=m1.large,count=1",
-                       "--wait", "--wait-timeout", "2")  # fmt: skip
+                       "--wait", "--wait-timeout", f"{scaled(5):.0f}")  # fmt: skip
     assert result.exit_code == 3, result.output
     assert "BLOCKED: quota exceeded" in result.stderr
     assert "timed out" in result.stderr

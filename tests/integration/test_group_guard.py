@@ -17,6 +17,7 @@ from shoal.drivers.contract import TAG_NODEGROUP, Machine, MachineSpec
 from shoal.drivers.sim.driver import SimDriver
 from shoal.drivers.sim.world import SimWorld
 from tests.integration.conductor_support import Env, env_at
+from tests.support.waiting import scaled
 
 MASTER = {"name": "m", "role": "master", "flavor_id": "m1.small", "node_count": 1}
 WORKER = {"name": "w", "flavor_id": "m1.small", "node_count": 3}
@@ -72,7 +73,7 @@ def test_one_groups_listing_bug_leaves_the_other_cluster_of_its_batch_alone(
             assert cond.get(env.group(c, name).conditions, cond.RECONCILE_ERROR) is None
         error = cond.get(env.group(bad, "w").conditions, cond.RECONCILE_ERROR)
         assert error is not None and "KeyError" in error.message
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + scaled(60)
         while not env.complete(good)():
             assert time.monotonic() < deadline, "the healthy cluster did not converge"
             env.conductor.run_once(merge=True)
@@ -100,7 +101,7 @@ def test_one_groups_listing_bug_leaves_the_other_cluster_of_its_batch_alone(
         assert 2 <= driver.listed[victim] - before <= 10, driver.listed[victim] - before
         # Fixed, it catches up.
         driver.bad.clear()
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + scaled(60)
         while not env.complete(bad)():
             assert time.monotonic() < deadline, "the faulty group did not recover"
             env.conductor.run_once(merge=True)
@@ -125,7 +126,7 @@ def test_a_create_that_raises_fails_its_group_alone(tmp_path: Path) -> None:
         assert len(env.nodes(bad, "w")) == 3
         env.step_until(env.complete(good))
         driver.bad_creates.clear()
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + scaled(60)
         while not env.complete(bad)():
             assert time.monotonic() < deadline, "the faulty group did not recover"
             env.conductor.run_once(merge=True)

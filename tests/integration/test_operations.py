@@ -19,6 +19,7 @@ from shoal.domain import conditions as cond
 from shoal.domain.errors import Conflict, Invalid, NotFound
 from shoal.services import nodegroups, operations, resize, templates
 from tests.integration.conductor_support import Env, env_at, make_env
+from tests.support.waiting import scaled
 
 V1, V2 = "fedora-coreos-40", "fedora-coreos-41"
 WORKERS = [
@@ -153,7 +154,7 @@ def test_an_upgrade_with_strategy_rebuild_keeps_every_machine(env: Env) -> None:
     cid = ready_cluster(env, cluster_template_id="v1", labels={"upgrade_strategy": "rebuild"})
     machines = env.servers(cid)
     resize.upgrade_cluster(env.db, env.caller, cid, {"cluster_template": "v2"})
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + scaled(60)
     while env.cluster(cid).status != "UPDATE_COMPLETE":  # type: ignore[union-attr]
         assert time.monotonic() < deadline, "the rollout did not finish"
         env.conductor.run_once()

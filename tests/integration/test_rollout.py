@@ -14,6 +14,7 @@ import pytest
 
 from shoal.services import nodegroups, resize, rollouts, templates
 from tests.integration.conductor_support import Env, make_env
+from tests.support.waiting import scaled
 
 V1, V2 = "fedora-coreos-40", "fedora-coreos-41"
 
@@ -60,7 +61,7 @@ def test_an_upgrade_replaces_every_node_masters_first_one_worker_down_at_most(en
     cid = cluster(env)
     resize.upgrade_cluster(env.db, env.caller, cid, {"cluster_template": "v2", "max_batch_size": 1})
     worker_started = master_done = None
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + scaled(60)
     step = 0
     while env.cluster(cid).status != "UPDATE_COMPLETE":  # type: ignore[union-attr]
         assert time.monotonic() < deadline, "the rollout did not finish"

@@ -14,6 +14,7 @@ import pytest
 
 from shoal.services import operations
 from tests.integration.conductor_support import FAST_SIM, Env, make_env
+from tests.support.waiting import scaled
 
 NODES = [
     {"name": "m", "role": "master", "flavor_id": "m1.small", "node_count": 1},
@@ -44,7 +45,8 @@ def test_a_reboot_batch_ends_in_the_sims_time_not_a_minute(env: Env) -> None:
     )
     began = time.monotonic()
     while operations.get(env.db, env.caller, cid, uuid).operation.state == "RUNNING":
-        assert time.monotonic() - began < 20, "the reboot waited for the 60 s default"
+        waited = time.monotonic() - began
+        assert waited < min(scaled(20), 50), "the reboot waited for the 60 s default"
         env.conductor.run_once()
         # Longer than the sim's reboot (0.3 s / 4): no listing sees the machines down.
         time.sleep(0.4)

@@ -17,6 +17,7 @@ import pytest
 from shoal.domain.errors import Invalid
 from shoal.services import nodegroups
 from tests.integration.conductor_support import Env, make_env
+from tests.support.waiting import scaled
 
 SIZES = [
     {"id": "small", "cpu": 1, "ram": 2, "nodegroup": "m"},
@@ -122,7 +123,7 @@ def test_masters_spread_one_per_host_and_survive_losing_a_host(env: Env) -> None
     assert on == {h.name for h in env.nodes(cid, "hosts")}  # one per host
     victim = env.nodes(cid, "hosts")[0]
     env.world.delete(victim.uuid)  # the host dies under its VMs
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + scaled(60)
     while True:
         env.conductor.run_once()
         env.skew[0] += timedelta(seconds=30)
@@ -184,7 +185,7 @@ def test_deleting_the_cluster_deletes_the_vms_before_their_hosts(env: Env) -> No
     vm_ids = {n.uuid for n in env.nodes(cid, "m")}
     env.delete(cid)
     saw_wait = False
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + scaled(60)
     while env.cluster(cid) is not None:
         assert time.monotonic() < deadline, "the cluster was not deleted"
         env.conductor.run_once()

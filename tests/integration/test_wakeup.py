@@ -23,6 +23,7 @@ from shoal.services import clusters
 from shoal.services.context import Caller
 from shoal.settings import Settings
 from tests.support.server import live_server
+from tests.support.waiting import scaled
 
 POLL = 30.0  # far longer than any wake-up we accept
 # A wake-up takes tens of ms; a machine other jobs load may hold a thread back for a
@@ -56,6 +57,7 @@ def claimed(db: Database) -> bool:
 
 
 def latency_until(more: Callable[[], bool], t0: float, limit: float = 5.0) -> float:
+    limit = scaled(limit)  # a bound on a lost wake-up, stretched on a loaded machine
     while not more():
         assert time.monotonic() - t0 < limit, f"no wake-up within {limit} s"
         time.sleep(0.002)
@@ -89,7 +91,7 @@ def test_notify_wakes_an_idle_conductor_on_another_connection(
     claims, rows = [], []
     for i in range(5):
         time.sleep(0.5)  # every worker is idle again, sleeping on the 30 s poll
-        assert not claimed(writer)
+        latency_until(lambda: not claimed(writer), time.monotonic(), limit=30.0)
         before = node_rows(writer)
         clusters.create(writer, caller, body(f"w{i}"), quota_default=100)
         t0 = time.monotonic()  # the commit (and so the NOTIFY) has happened
@@ -115,6 +117,7 @@ def test_rolled_back_write_sends_no_wakeup(conductor_and_writer: tuple[Any, Data
             clusters.create(writer, Caller(project_id="p1"), body("ok"), quota_default=100)
             notify.request(s)
             raise RuntimeError("the request fails after its write")
+        latency_until(lambda: len(seen) >= 1, time.monotonic())
         time.sleep(0.3)
         assert len(seen) == 1  # the committed create only, not the rolled-back session
     finally:

@@ -18,7 +18,7 @@ import pytest
 
 from shoal.agent import services as s
 
-DEADLINE_S = 10.0
+DEADLINE_S = 30.0  # a bound on a stuck child: a fresh interpreter starts well within it
 
 
 class Clock:
