@@ -28,7 +28,8 @@ def slots(ids: list[str], group: str, host: int | None = None) -> list[dict[str,
 def test_one_host_grows_to_three_with_masters_spread_and_quorum_kept(tmp_path: Path) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    env = shoal_env(tmp_path / "data", SHOAL_SIM_TIME_SCALE="50", SHOAL_URL=url)
+    # time scale 20: a master is down about 1 s while it moves, long enough to be seen loaded
+    env = shoal_env(tmp_path / "data", SHOAL_SIM_TIME_SCALE="20", SHOAL_URL=url)
     vms = tmp_path / "vms.json"
     vms.write_text(json.dumps(slots(["m0", "m1", "m2"], "m") + slots(["w0", "w1"], "w")))
 
