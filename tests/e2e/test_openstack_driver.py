@@ -196,7 +196,9 @@ def test_a_quota_blocks_the_group_with_novas_words_until_it_is_raised(
             return live if len(live) <= 3 else None
 
         s.wait(within_quota, "at most 3 live servers (Nova's quota recheck and shoal's deletes)")
-        assert (blocked() or "").startswith("BLOCKED"), s.explain("quota")
+        # While the quota holds, the group's retries meet it again and say so.
+        again = s.wait(blocked, "the worker group BLOCKED again while the quota holds")
+        assert "Quota exceeded" in again, again
         assert s.status("quota") == "CREATE_IN_PROGRESS"
         s.project.quota(instances=-1)
         s.wait_status("quota", "CREATE_COMPLETE", timeout=180)
