@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support import browser
 from tests.support.browser import chromium
 from tests.support.process import HEADERS, admin_headers, serving, shoal_env
 from tests.support.server import free_port
@@ -79,11 +80,7 @@ def until(check: Callable[[], Any], timeout: float = 60, what: str = "") -> Any:
 
 
 def login(driver: Any, shoal: Shoal, token: str) -> None:
-    driver.get(shoal.url + "/ui/")
-    until(lambda: driver.find_elements("id", "token"), 20, "the login form")
-    driver.find_element("id", "token").send_keys(token)
-    driver.find_element("id", "login-submit").click()
-    until(lambda: driver.find_elements("id", "clusters"), 20, "the clusters list")
+    browser.login(driver, shoal.url, token)
 
 
 def screenshot(driver: Any, name: str) -> None:

@@ -119,3 +119,20 @@ def chromium(log_dir: Path) -> Iterator[Any]:
         yield driver
     finally:
         opened.__exit__(None, None, None)
+
+
+def login(driver: Any, url: str, token: str, idle: float = 20) -> None:
+    """Log in on the dashboard served at `url` through the page's own form; fails when the
+    page stops changing for `idle` seconds (stretched by the load) before the list shows."""
+    from tests.support.waiting import until
+
+    def page() -> str:
+        return str(driver.execute_script("return document.body?.innerText || ''"))
+
+    driver.get(url + "/ui/")
+    until(lambda: bool(driver.find_elements("id", "token")), progress=page, what="the login form",
+          idle=idle)  # fmt: skip
+    driver.find_element("id", "token").send_keys(token)
+    driver.find_element("id", "login-submit").click()
+    until(lambda: bool(driver.find_elements("id", "clusters")), progress=page,
+          what="the clusters list", idle=idle)  # fmt: skip

@@ -11,10 +11,15 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import sys
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -24,6 +29,9 @@ from shoal.cli.client import Client, Connection, fail
 from shoal.cli.nodegroups import LIST_COLUMNS as NG_COLUMNS
 from shoal.cli.nodes import LIST_COLUMNS as NODE_COLUMNS
 from shoal.settings import Settings, SettingsError
+
+if TYPE_CHECKING:
+    from shoal.cli.embedded import EmbeddedServer
 
 TEMPLATE = "k8s-hetero"
 CLUSTER = "demo"
@@ -192,6 +200,38 @@ What you just saw:
     (the same calls `openstack coe` and the `shoal` CLI make)."""
 
 
+def stays(stay: bool | None, stdin_tty: bool, stdout_tty: bool) -> bool:
+    """--stay / --no-stay when given; else stay only for a person at a terminal."""
+    return stdin_tty and stdout_tty if stay is None else stay
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM ends the demo like Ctrl-C (KeyboardInterrupt), so its server stops and its
+    temp directory goes; only in the main thread, where Python delivers signals."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def serve_until_stopped(server: EmbeddedServer, stay_for: float | None) -> None:
+    """Keep the embedded shoal serving until Ctrl-C / SIGTERM, or `stay_for` seconds."""
+    deadline = None if stay_for is None else time.monotonic() + stay_for
+    try:
+        while deadline is None or time.monotonic() < deadline:
+            if not server.running():
+                fail("the embedded shoal stopped by itself; its log is above")
+            left = 1.0 if deadline is None else deadline - time.monotonic()
+            time.sleep(max(0.0, min(1.0, left)))
+    except KeyboardInterrupt:
+        pass
+
+
 def demo(
     keep: Annotated[
         bool, typer.Option("--keep", help="keep the data directory and say how to reuse it")
@@ -200,13 +240,29 @@ def demo(
         Path | None, typer.Option("--data-dir", help="use this directory (default: a temp one)")
     ] = None,
     time_scale: Annotated[
-        float, typer.Option(help="sim time compression (10: a 20 s boot takes 2 s)", min=1)
+        float,
+        typer.Option(
+            help="sim time compression (10: a 20 s boot takes 2 s; 1: watch it at real pace)",
+            min=1,
+        ),
     ] = TIME_SCALE,
     wait_timeout: Annotated[float, typer.Option(help="give up a step after N seconds")] = 120,
+    stay: Annotated[
+        bool | None,
+        typer.Option(
+            "--stay/--no-stay",
+            help="after the demo, keep serving the API and dashboard until Ctrl-C "
+            "(default: stay when stdin and stdout are terminals)",
+        ),
+    ] = None,
+    stay_for: Annotated[
+        float | None,
+        typer.Option("--stay-for", help="with --stay: stop after N seconds", min=0),
+    ] = None,
 ) -> None:
     """Run the one-minute demo on an embedded shoal (SQLite + simulated cloud).
 
-    Example: shoal demo --keep
+    Example: shoal demo --keep; shoal demo --stay --time-scale 1 (watch it on the dashboard)
     """
     from shoal.cli.embedded import EmbeddedServer, free_port
 
@@ -219,6 +275,7 @@ def demo(
         )
     except SettingsError as exc:
         fail(str(exc), 2)
+    staying = stays(stay, sys.stdin.isatty(), sys.stdout.isatty())
     started = time.monotonic()
     made_dir = data_dir is None
     directory = Path(tempfile.mkdtemp(prefix="shoal-demo-")) if data_dir is None else data_dir
@@ -232,18 +289,26 @@ def demo(
         fail(f"could not start the embedded shoal: {exc.__class__.__name__}: {exc}")
     out.print(f"shoal demo: embedded shoal (SQLite + simulated cloud) at {server.url}")
     out.print(f"data directory: {directory}")
-    out.print(f"dashboard: {server.url}/ui/ (log in with the token in {directory}/admin-token)")
+    out.print(
+        f"[bold]dashboard: {server.url}/ui/[/bold] (log in with the token in "
+        f"{directory}/admin-token{'; open it now to watch the cluster come up' if staying else ''})"
+    )
     client = Client(Connection(url=server.url, token=server.token))
     try:
-        d = Demo(client, wait_timeout)
-        d.create_template()
-        d.create_cluster()
-        removed = d.remove_named_worker()
-        d.scale_up()
-        final = d.final_state()
-        d.check(final, removed)
-        out.print(SUMMARY, highlight=False)
-        out.print(f"\ndemo finished in {time.monotonic() - started:.1f}s")
+        with sigterm_as_interrupt():
+            d = Demo(client, wait_timeout)
+            d.create_template()
+            d.create_cluster()
+            removed = d.remove_named_worker()
+            d.scale_up()
+            final = d.final_state()
+            d.check(final, removed)
+            out.print(SUMMARY, highlight=False)
+            out.print(f"\ndemo finished in {time.monotonic() - started:.1f}s")
+            if staying:
+                out.print(_stay_line(server.url, directory, stay_for), highlight=False)
+                serve_until_stopped(server, stay_for)
+                out.print("stopping the embedded shoal")
     finally:
         client.close()
         server.stop()
@@ -258,6 +323,15 @@ def demo(
             f"The dashboard is then at {server.url}/ui/ (the token: {directory}/admin-token)",
             highlight=False,
         )
+
+
+def _stay_line(url: str, directory: Path, stay_for: float | None) -> str:
+    """The one line that says where to look while the demo keeps serving (no token in it)."""
+    until = "Ctrl-C stops it" + ("" if stay_for is None else f" (or {stay_for:g} s from now)")
+    return (
+        f"\n[bold]Still serving: dashboard {url}/ui/[/bold] (token in {directory}/admin-token); "
+        f"CLI: SHOAL_URL={url} SHOAL_DATA_DIR={directory} shoal node list {CLUSTER}. {until}."
+    )
 
 
 def _cleanup(directory: Path, remove: bool) -> None:

@@ -48,6 +48,10 @@ class EmbeddedServer:
                 raise RuntimeError(f"the embedded server did not start on {self.url}")
             time.sleep(0.02)
 
+    def running(self) -> bool:
+        """Whether the server thread still serves (it ends on its own only on a crash)."""
+        return self._thread.is_alive()
+
     def stop(self) -> None:
         """Stop serving (the app's lifespan stops the conductor) and close the runtime."""
         self._server.should_exit = True
