@@ -2,30 +2,43 @@
 
 Every registered driver kind (shoal/drivers/registry.py) runs the suite with the
 harnesses its package ships (`DriverKind.contract`: its `testing.HARNESSES`), so
-a new driver brings its own. Two more need this test session's resources: the sim
-on a throwaway PostgreSQL database, and the openstack driver on the real test cloud
-(tests/contract/openstack_harness.py). A harness that cannot run here raises
-`Unavailable`: the test skips, or fails under CI where ./run test installs what it
-needs; a provocation a driver cannot make raises `Unsupported`: that check skips.
+a new driver brings its own. A driver of a real cloud ships a `CloudHarness`: the
+suite brings it the cloud it names, made ready from the session's OpenStack test
+cloud (tests/contract/clouds.py: `openstack`, Nova's API behind a rate-limiting
+proxy; `heat`, the same cloud with Heat, Heat's API behind it). One more harness
+needs this test session's resources: the sim on a throwaway PostgreSQL database.
+A harness that cannot run here raises `Unavailable`: the test skips, or fails under
+CI where ./run test installs what it needs; a provocation a driver cannot make
+raises `Unsupported`: that check skips.
 """
 
 from __future__ import annotations
 
 import contextlib
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from shoal.drivers import contract, registry
-from shoal.drivers.harness import ContractHarness, DriverHarness, Unavailable
+from shoal.drivers.harness import (
+    CloudHarness,
+    ContractHarness,
+    DriverHarness,
+    ReadyCloud,
+    Unavailable,
+)
 from shoal.drivers.sim.testing import sim_harness
+from tests.contract import clouds
 from tests.support.databases import throwaway_pg
 from tests.support.libvirt_host import skip_or_fail
 from tests.support.openstack_cloud import OPENSTACK_MARKS, openstack_cloud, openstack_heat
 
-# the session's OpenStack test cloud (with Heat), for the openstack and heat factories
+if TYPE_CHECKING:
+    from tests.harness.openstack.cloud import OpenStackCloud
+
+# the session's OpenStack test cloud (with Heat), which the ready clouds are made from
 __all__ = ["openstack_cloud", "openstack_heat"]
 
 
@@ -40,31 +53,18 @@ def sim_postgresql_factory(tmp_path: Path) -> DriverHarness:
         raise
 
 
-def real_time(seconds: float) -> None:
-    """`advance` for drivers of real clouds: time passes by waiting."""
-    time.sleep(seconds)
+# The clouds the suite makes ready for a `CloudHarness`, by the name it gives: the
+# session fixture of the test cloud they are made from, how, and the tests' marks.
+Ready = Callable[["OpenStackCloud", Path], contextlib.AbstractContextManager[ReadyCloud]]
+CLOUDS: Mapping[str, tuple[str, Ready, list[pytest.MarkDecorator]]] = {
+    "openstack": ("openstack_cloud", clouds.nova_ready, OPENSTACK_MARKS),
+    "heat": ("openstack_heat", clouds.heat_ready, OPENSTACK_MARKS),
+}
 
 
-def openstack_factory(tmp_path: Path, request: pytest.FixtureRequest) -> DriverHarness:
-    """The openstack driver on the real test cloud (tests/contract/openstack_harness.py)."""
-    from tests.contract.openstack_harness import openstack_factory as factory
-
-    return factory(tmp_path, request.getfixturevalue("openstack_cloud"))
-
-
-def heat_factory(tmp_path: Path, request: pytest.FixtureRequest) -> DriverHarness:
-    """The heat driver on the real test cloud with Heat (tests/contract/heat_harness.py)."""
-    from tests.contract.heat_harness import heat_factory as factory
-
-    return factory(tmp_path, request.getfixturevalue("openstack_heat"))
-
-
-Factory = Callable[[Path, pytest.FixtureRequest], DriverHarness]
-
-
-def registered() -> dict[str, ContractHarness]:
+def registered() -> dict[str, ContractHarness | CloudHarness]:
     """The harnesses every registered driver kind ships."""
-    out: dict[str, ContractHarness] = {}
+    out: dict[str, ContractHarness | CloudHarness] = {}
     for name in registry.names():
         path = registry.kind(name).contract
         if path is not None:
@@ -72,18 +72,41 @@ def registered() -> dict[str, ContractHarness]:
     return out
 
 
+def marks(h: ContractHarness | CloudHarness) -> list[pytest.MarkDecorator]:
+    if isinstance(h, CloudHarness):
+        return CLOUDS[h.cloud][2]
+    return [getattr(pytest.mark, m) for m in h.marks]
+
+
+def make(
+    h: ContractHarness | CloudHarness, tmp_path: Path, request: pytest.FixtureRequest
+) -> DriverHarness:
+    """The harness `h` builds; a cloud harness on its cloud, made ready for this test
+    (ready until the test's end: `request` closes it after the harness)."""
+    if isinstance(h, ContractHarness):
+        return h.make(tmp_path)
+    fixture, ready, _ = CLOUDS[h.cloud]
+    cloud = request.getfixturevalue(fixture)
+    stack = contextlib.ExitStack()
+    request.addfinalizer(stack.close)
+    return h.make(tmp_path, stack.enter_context(ready(cloud, tmp_path)))
+
+
+Factory = Callable[[Path, pytest.FixtureRequest], DriverHarness]
+
+
+def factory(h: ContractHarness | CloudHarness) -> Factory:
+    return lambda tmp_path, request: make(h, tmp_path, request)
+
+
 SHIPPED = registered()
 FACTORIES: dict[str, Factory] = {
-    **{n: (lambda tmp_path, _, h=h: h.make(tmp_path)) for n, h in SHIPPED.items()},
+    **{n: factory(h) for n, h in SHIPPED.items()},
     "sim-postgresql": lambda tmp_path, _: sim_postgresql_factory(tmp_path),
-    "openstack": openstack_factory,
-    "heat": heat_factory,
 }
 MARKS = {
-    **{n: [getattr(pytest.mark, m) for m in h.marks] for n, h in SHIPPED.items()},
+    **{n: marks(h) for n, h in SHIPPED.items()},
     "sim-postgresql": [pytest.mark.postgres],
-    "openstack": OPENSTACK_MARKS,
-    "heat": OPENSTACK_MARKS,
 }
 
 

@@ -1,4 +1,5 @@
-"""Failing machines as pure decisions (domain/health.py)."""
+"""Failing machines as pure decisions (domain/health.py), with the conductor's delays
+(conductor/pacing.py, `HEALTH`)."""
 
 from __future__ import annotations
 
@@ -6,31 +7,33 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
+from shoal.conductor import pacing
 from shoal.domain import health
 from shoal.domain.health import GroupMemory
 
 T0 = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
+DELAYS = pacing.HEALTH
 
 
 def test_failure_delays_grow_and_are_capped() -> None:
-    delays = [health.failure_delay(n) for n in range(0, 12)]
+    delays = [health.failure_delay(n, DELAYS) for n in range(0, 12)]
     assert delays[:6] == [0.0, 3.0, 6.0, 12.0, 24.0, 48.0]
-    assert delays[-1] == health.MAX_RETRY_S
+    assert delays[-1] == DELAYS.max_retry_s
     # Five rounds fit in the first minute, not six: 3 + 6 + 12 + 24 < 60 < ... + 48.
     assert sum(delays[1:5]) < 60 < sum(delays[1:6])
 
 
 def test_rounds_of_failures_and_recovery() -> None:
-    mem = health.failed(GroupMemory(), T0, "Build of instance aborted" + "x" * 1000, 1)
+    mem = health.failed(GroupMemory(), T0, "Build of instance aborted" + "x" * 1000, 1, DELAYS)
     assert mem.failures == 1 and mem.last_fault is not None
     assert len(mem.last_fault) == health.FAULT_MAX
-    assert health.retry_at(mem) == T0 + timedelta(seconds=3)
-    mem = health.failed(mem, T0 + timedelta(seconds=4), "again", 1)
+    assert health.retry_at(mem, DELAYS) == T0 + timedelta(seconds=3)
+    mem = health.failed(mem, T0 + timedelta(seconds=4), "again", 1, DELAYS)
     assert health.for_generation(mem, 1) is mem
     assert health.for_generation(mem, 2).failures == 0  # a new request tries at once
-    assert health.retry_at(mem) == T0 + timedelta(seconds=4 + 6)
+    assert health.retry_at(mem, DELAYS) == T0 + timedelta(seconds=4 + 6)
     back = health.recovered(mem)
-    assert (back.failures, back.last_fault, health.retry_at(back)) == (0, None, None)
+    assert (back.failures, back.last_fault, health.retry_at(back, DELAYS)) == (0, None, None)
     assert health.recovered(back) is back
 
 
@@ -49,30 +52,30 @@ def test_failures_before_the_next_replacement_are_the_same_round(
 ) -> None:
     mem = GroupMemory()
     for s in seen_after_s:
-        mem = health.failed(mem, T0 + timedelta(seconds=s), f"fault at {s}", 1)
+        mem = health.failed(mem, T0 + timedelta(seconds=s), f"fault at {s}", 1, DELAYS)
     assert mem.failures == rounds
     assert mem.last_fault == f"fault at {seen_after_s[-1]}"
-    assert health.retry_at(mem) == T0 + timedelta(seconds=retry_after_s)
+    assert health.retry_at(mem, DELAYS) == T0 + timedelta(seconds=retry_after_s)
 
 
 def test_a_failure_under_a_new_desired_state_starts_a_round_at_once() -> None:
-    mem = health.failed(GroupMemory(), T0, "old spec", 1)
-    mem = health.failed(mem, T0 + timedelta(seconds=1), "new spec", 2)
+    mem = health.failed(GroupMemory(), T0, "old spec", 1, DELAYS)
+    mem = health.failed(mem, T0 + timedelta(seconds=1), "new spec", 2, DELAYS)
     assert (mem.failures, mem.generation, mem.last_fault) == (2, 2, "new spec")
 
 
 def test_zone_blocks_expire() -> None:
-    mem = health.block_zone(GroupMemory(), "az-1", T0)
+    mem = health.block_zone(GroupMemory(), "az-1", T0, DELAYS)
     assert health.open_zones(["az-1", "az-2"], mem, T0) == ["az-2"]
     assert health.blocked_zones(mem, T0) == ["az-1"]
-    later = T0 + timedelta(seconds=health.ZONE_BLOCK_S + 1)
+    later = T0 + timedelta(seconds=DELAYS.zone_block_s + 1)
     assert health.open_zones(["az-1", "az-2"], mem, later) == ["az-1", "az-2"]
     assert health.expire_blocks(mem, later).zone_blocks == {}
     assert health.expire_blocks(mem, T0) is mem
 
 
 def test_memory_round_trips_through_json() -> None:
-    mem = health.block_zone(health.failed(GroupMemory(), T0, "boom", 3), "az-2", T0)
+    mem = health.block_zone(health.failed(GroupMemory(), T0, "boom", 3, DELAYS), "az-2", T0, DELAYS)
     assert GroupMemory.from_json(mem.to_json()) == mem
     assert GroupMemory.from_json(None) == GroupMemory()
 

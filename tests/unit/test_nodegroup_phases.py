@@ -97,14 +97,16 @@ def test_a_failed_boot_is_replaced_after_a_growing_delay() -> None:
 
 
 def test_after_the_delay_the_group_tries_again() -> None:
-    mem = health.failed(health.GroupMemory(), T0 - timedelta(seconds=10), "disk full", 2)
+    mem = health.failed(
+        health.GroupMemory(), T0 - timedelta(seconds=10), "disk full", 2, pacing.HEALTH
+    )
     p = start(group(1), [], [], memory=mem)
     scale.scale(p, first_wave=32)
     assert len(p.w.inserts) == 1 and p.waiting_until is None
 
 
 def test_a_new_request_forgets_failures_of_the_old_one() -> None:
-    mem = health.failed(health.GroupMemory(), T0, "disk full", 1)  # generation 1
+    mem = health.failed(health.GroupMemory(), T0, "disk full", 1, pacing.HEALTH)  # generation 1
     p = start(group(1), [], [], memory=mem)  # the group is at generation 2
     assert p.memory.failures == 0
 
@@ -125,12 +127,14 @@ def test_async_no_valid_host_blocks_the_zone_and_places_the_node_elsewhere() -> 
 
 
 def test_every_zone_blocked_waits_for_the_first_to_open() -> None:
-    mem = health.block_zone(health.GroupMemory(), "az-1", T0 - timedelta(seconds=100))
-    mem = health.block_zone(mem, "az-2", T0)
+    mem = health.block_zone(
+        health.GroupMemory(), "az-1", T0 - timedelta(seconds=100), pacing.HEALTH
+    )
+    mem = health.block_zone(mem, "az-2", T0, pacing.HEALTH)
     p = start(group(1, availability_zones=ZONES), [], [], memory=mem)
     scale.scale(p, first_wave=32)
     assert p.w.inserts == []
-    assert p.waiting_until == T0 + timedelta(seconds=health.ZONE_BLOCK_S - 100)
+    assert p.waiting_until == T0 + timedelta(seconds=pacing.ZONE_BLOCK_S - 100)
     assert any(getattr(e, "kind", None) is BlockedKind.NO_VALID_HOST for e in p.errors)
 
 
@@ -326,7 +330,7 @@ LEARNED_BOOT_S = min(60.0, pacing.MOVING_CAP_S)  # the first machines' boot, wit
     [
         (None, LEARNED_BOOT_S),  # a per-machine provider: when the learned boot says
         (GroupReport("stack-1", GroupState.COMPLETE), LEARNED_BOOT_S),
-        (GroupReport("stack-1", GroupState.IN_PROGRESS), grouped.GROUP_POLL_S),
+        (GroupReport("stack-1", GroupState.IN_PROGRESS), pacing.GROUP_POLL_S),
         (GroupReport("stack-1", GroupState.FAILED, "boom"), LEARNED_BOOT_S),
     ],
 )
@@ -353,7 +357,7 @@ def test_a_group_its_provider_works_on_is_looked_at_within_the_group_poll(
     [
         # a per-machine provider: a quarter of the time the deletes have taken (40 s)
         (None, pacing.MOVING_FRACTION * 40),
-        (GroupReport("stack-1", GroupState.DELETING), grouped.GROUP_POLL_S),
+        (GroupReport("stack-1", GroupState.DELETING), pacing.GROUP_POLL_S),
         (GroupReport("stack-1", GroupState.COMPLETE), pacing.MOVING_FRACTION * 40),
     ],
 )

@@ -27,14 +27,13 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import NamedTuple
 
+from shoal.conductor import pacing
 from shoal.conductor.kinds import KINDS, Batch, WorkKind
 from shoal.db import leases, queue, registry
 from shoal.db.engine import Database
 from shoal.settings import ConductorSettings
 
 log = logging.getLogger(__name__)
-
-LOAD_TTL_S = 0.2  # how long one count of the due work serves this process's workers
 
 
 class Take(NamedTuple):
@@ -226,12 +225,12 @@ class Claims:
         return left if mine >= share and left > 0 else None
 
     def _due(self, kind: WorkKind, now: datetime) -> queue.Load:
-        """The due work of `kind`, counted at most once per LOAD_TTL_S by this process:
+        """The due work of `kind`, counted at most once per `pacing.LOAD_TTL_S` by this process:
         the workers that claim at about the same time share one count."""
         t = time.monotonic()
         with self._lock:
             cached = self._load.get(kind.name)
-        if cached is not None and t - cached[0] < LOAD_TTL_S:
+        if cached is not None and t - cached[0] < pacing.LOAD_TTL_S:
             return cached[1]
         load = queue.load(self.db, kind.queue, now)
         with self._lock:

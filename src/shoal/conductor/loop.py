@@ -33,7 +33,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
-from shoal.conductor import calls, errors
+from shoal.conductor import calls, errors, pacing
 from shoal.conductor.claims import Claims
 from shoal.conductor.context import Context
 from shoal.conductor.delegations import StoredDelegations
@@ -47,9 +47,6 @@ from shoal.drivers.providers import Providers
 from shoal.settings import ConductorSettings
 
 log = logging.getLogger(__name__)
-
-# The timekeeper of a process capped at its fair share looks again no more often than this.
-CAPPED_LOOK_MIN_S = 0.25
 
 
 class Conductor:
@@ -209,7 +206,9 @@ class Conductor:
     def capped_look_period(self) -> float:
         """How often the timekeeper of a process capped at its fair share looks again
         (peers take the rest; its share grows only when more work comes due)."""
-        return min(self.poll_period(), max(CAPPED_LOOK_MIN_S, self.settings.requeue_seconds / 2))
+        return min(
+            self.poll_period(), max(pacing.CAPPED_LOOK_MIN_S, self.settings.requeue_seconds / 2)
+        )
 
     def _worker(self) -> None:
         calls.warm(self.ctx)

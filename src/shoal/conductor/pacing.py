@@ -2,7 +2,12 @@
 periods and backoff as one value (`Pacing`, which the outcome phases take instead of
 the whole context, so their tests need no database, pool or providers), the rule
 for a group whose machines are moving (`moving_period`), and the named budgets of
-the conductor (periods, caps, attempt counts, the heartbeat rule).
+the conductor (periods, caps, attempt counts, the heartbeat rule, the delays of the
+health rules), each with what it paces. Not here: a driver's own protocol timing
+(how long one call waits for its cloud, a hint's default) and its declared floor
+(`Capabilities.pace_seconds`), in its package; the create throttle's learning
+constants (`throttle.py`: its algorithm, not a budget); the rule that says a process
+is up (`domain/fleet.py`, `MISSED_BEATS`: API processes report with it too).
 
 Machines that are moving (booting, being deleted) are looked at as the group's own
 history says they move: when the first of them should be done by the time learned
@@ -21,6 +26,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from shoal.conductor.backoff import Backoff
+from shoal.domain import health
 from shoal.settings import ConductorSettings
 
 # -- the named budgets ------------------------------------------------------------------
@@ -43,6 +49,11 @@ CREATE_PASS_BUDGET_S = 0.5
 # than this for its slot; later, its group is due again when the hint says.
 CREATE_SLOT_WAIT_MAX_S = 1.0
 DRAIN_POLL_S = 2.0  # a node being drained is looked at again this often
+# A group its provider realises whole (one Heat stack per node group) and is working on
+# (from the pass that sends its membership, or asks for its deletion, until its report
+# says done or gone): looked at this often at least, as the provider brings its members
+# up one by one, not when the group's learned boot time says (nodegroup/grouped.py).
+GROUP_POLL_S = 1.0
 # A reboot or rebuild counts as done once the machine was seen not ready and is ready
 # again, or is ready this long after the call (a reboot too quick to see), unless the
 # provider says how long its restarts take (`Capabilities.restart_seconds`).
@@ -56,6 +67,20 @@ FAILING_MAX_S = 600.0
 # Each process records its period in its `conductors` row, and until when it is up
 # (`fleet.MISSED_BEATS` periods later: the rule the database and the API read too).
 HEARTBEAT_MIN_S = 0.2
+# The claims: one count of the due work serves this process's workers this long
+# (claims.py: the workers that claim at about the same time share one count).
+LOAD_TTL_S = 0.2
+# The timekeeper of a process capped at its fair share (peers take the rest) looks again
+# every half requeue period, within the poll period, never more often than this (loop.py).
+CAPPED_LOOK_MIN_S = 0.25
+# Failing machines (domain/health.py's rules, which take them as `HEALTH`): failed boots
+# are replaced again after BOOT_RETRY_FIRST_S, doubling each round of failures, at most
+# BOOT_RETRY_MAX_S (five rounds fit in a minute); a zone that had no valid host is
+# avoided for ZONE_BLOCK_S.
+BOOT_RETRY_FIRST_S = 3.0
+BOOT_RETRY_MAX_S = 600.0
+ZONE_BLOCK_S = 300.0
+HEALTH = health.Delays(BOOT_RETRY_FIRST_S, BOOT_RETRY_MAX_S, ZONE_BLOCK_S)
 
 
 def heartbeat_period(lease_seconds: float) -> float:

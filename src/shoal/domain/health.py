@@ -7,17 +7,21 @@ when it stops repairing (the health policy's circuit breaker).
   the group may replace machines again is one more round; failures seen before
   then belong to the round already counted (the machines of one round often fail
   over several passes). The next replacement waits `failure_delay(rounds)`
-  (3 s, 6 s, 12 s, ... up to 10 minutes), so a group whose every boot fails makes
-  at most five rounds of machines in its first minute. A node that becomes ready
-  resets the count.
+  (with the conductor's delays: 3 s, 6 s, 12 s, ... up to 10 minutes), so a group
+  whose every boot fails makes at most five rounds of machines in its first minute.
+  A node that becomes ready resets the count.
 - **Zones without room.** "No valid host" in a zone, synchronous or as a machine's
-  fault, blocks that zone for the group for `ZONE_BLOCK_S`; new machines go to
-  the group's other zones meanwhile.
+  fault, blocks that zone for the group for `Delays.zone_block_s`; new machines go
+  to the group's other zones meanwhile.
 - **Repairs.** A node that was ready and whose machine failed or vanished is
   unhealthy. It is replaced unless more than `max_unhealthy_percent` of the
   group's desired nodes (rounded down, at least one) are unhealthy: then
   repairs stop, the unhealthy nodes are kept for inspection, and the group says
   why (Cluster API's maxUnhealthy).
+
+The delays are the conductor's (`conductor/pacing.py`, `HEALTH`, with its other
+budgets): these rules take them as a `Delays` value, since the layers below the
+conductor may not import it.
 """
 
 from __future__ import annotations
@@ -27,10 +31,18 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-FIRST_RETRY_S = 3.0
-MAX_RETRY_S = 600.0
-ZONE_BLOCK_S = 300.0
 FAULT_MAX = 300  # characters of the cloud's fault message kept
+
+
+@dataclass(frozen=True)
+class Delays:
+    """How long the health rules make a group wait: before failed boots are replaced
+    again (`first_retry_s` after the first round, doubling each round, at most
+    `max_retry_s`), and how long a zone without room is avoided (`zone_block_s`)."""
+
+    first_retry_s: float
+    max_retry_s: float
+    zone_block_s: float
 
 
 @dataclass(frozen=True)
@@ -97,18 +109,20 @@ class GroupMemory:
         )
 
 
-def failure_delay(rounds: int) -> float:
+def failure_delay(rounds: int, delays: Delays) -> float:
     """Seconds to wait before replacing machines after `rounds` rounds of failures."""
     if rounds <= 0:
         return 0.0
-    return min(MAX_RETRY_S, FIRST_RETRY_S * 2.0 ** (rounds - 1))
+    return min(delays.max_retry_s, delays.first_retry_s * 2.0 ** (rounds - 1))
 
 
-def failed(mem: GroupMemory, now: datetime, fault: str, generation: int) -> GroupMemory:
+def failed(
+    mem: GroupMemory, now: datetime, fault: str, generation: int, delays: Delays
+) -> GroupMemory:
     """Failed boots seen now under desired-state `generation`; `fault` is the cloud's
     message. Before the group's next replacement (`retry_at`) they belong to the round
     already counted: only the message is kept. Otherwise they are one more round."""
-    due = retry_at(mem)
+    due = retry_at(mem, delays)
     if mem.generation == generation and due is not None and now < due:
         return replace(mem, last_fault=fault[:FAULT_MAX])
     return replace(
@@ -141,11 +155,11 @@ def recovered(mem: GroupMemory) -> GroupMemory:
     return replace(mem, failures=0, generation=0, last_failure_at=None, last_fault=None)
 
 
-def retry_at(mem: GroupMemory) -> datetime | None:
+def retry_at(mem: GroupMemory, delays: Delays) -> datetime | None:
     """When the group may replace failed machines again (None: now)."""
     if mem.failures == 0 or mem.last_failure_at is None:
         return None
-    return mem.last_failure_at + timedelta(seconds=failure_delay(mem.failures))
+    return mem.last_failure_at + timedelta(seconds=failure_delay(mem.failures, delays))
 
 
 def listing_failed(mem: GroupMemory, now: datetime) -> GroupMemory:
@@ -200,9 +214,9 @@ def successors_ready(mem: GroupMemory) -> GroupMemory:
     return mem if not mem.replaced else replace(mem, replaced={})
 
 
-def block_zone(mem: GroupMemory, zone: str, now: datetime) -> GroupMemory:
-    """`zone` had no valid host: avoid it for ZONE_BLOCK_S."""
-    blocks = {**mem.zone_blocks, zone: now + timedelta(seconds=ZONE_BLOCK_S)}
+def block_zone(mem: GroupMemory, zone: str, now: datetime, delays: Delays) -> GroupMemory:
+    """`zone` had no valid host: avoid it for `delays.zone_block_s`."""
+    blocks = {**mem.zone_blocks, zone: now + timedelta(seconds=delays.zone_block_s)}
     return replace(mem, zone_blocks=blocks)
 
 

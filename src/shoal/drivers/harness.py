@@ -6,11 +6,18 @@ time pass, names of a flavor, image and zone it knows, how to provoke each error
 class). The suite runs against every harness of every registered kind, as
 httpx's transport seam ships with its own fake: a driver proves the contract
 with its package, not with edits to the suite.
+
+A driver of a real cloud (openstack, heat) ships a `CloudHarness` instead: it needs a
+cloud someone made ready (a project of its own, a clouds.yaml entry, flavors and
+images to name, a way to make its API refuse), which the suite brings as a
+`ReadyCloud` from its own test cloud (tests/harness/openstack, tests/contract/clouds.py);
+the driver's package only says what it does with one.
 """
 
 from __future__ import annotations
 
 import enum
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -100,3 +107,36 @@ class ContractHarness:
 
     make: Callable[[Path], DriverHarness]
     marks: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ReadyCloud:
+    """A real cloud made ready for the contract suite: a project of its own, reached as
+    entry `entry` of `clouds_yaml`, whose API the driver calls (Nova's for openstack,
+    Heat's for heat) goes through a proxy that `refuse(count, retry_after)` makes answer
+    the next `count` creates with 429 and a Retry-After; and names it offers."""
+
+    clouds_yaml: Path
+    entry: str
+    flavor: str  # fits a host
+    flavor_huge: str  # fits no host: the server goes to ERROR, "No valid host was found"
+    flavor_over_quota: str  # more cores than the project's quota
+    image: str
+    other_image: str
+    zone: str
+    refuse: Callable[[int, float], None]
+
+
+@dataclass(frozen=True)
+class CloudHarness:
+    """One way to run the contract suite against a driver of a real cloud: `make(tmp_path,
+    ready)` builds the harness on the `ReadyCloud` the suite brings for `cloud`
+    ("openstack": Nova's API behind the proxy; "heat": Heat's, with Heat running)."""
+
+    make: Callable[[Path, ReadyCloud], DriverHarness]
+    cloud: str
+
+
+def real_time(seconds: float) -> None:
+    """`advance` for drivers of real clouds: time passes by waiting."""
+    time.sleep(seconds)

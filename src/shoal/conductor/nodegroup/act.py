@@ -148,7 +148,7 @@ def _answered(p: Pass, r: calls.EnsureResult) -> None:
         return
     node = p.nodes[r.spec.machine_id]
     for frm, to, why in r.moves:
-        p.memory = health.block_zone(p.memory, frm, p.now)
+        p.memory = health.block_zone(p.memory, frm, p.now, pacing.HEALTH)
         p.event(
             "NoValidHost",
             f"no valid host in {frm} for node {node.name} ({why}); placed it in {to}",
@@ -182,7 +182,7 @@ def _refused(p: Pass, err: DriverError) -> None:
     """A refusal of a create: kept for the outcome; a zone without room is avoided."""
     p.errors.append(err)
     if isinstance(err, BlockedError) and err.kind is BlockedKind.NO_VALID_HOST and err.az:
-        p.memory = health.block_zone(p.memory, err.az, p.now)
+        p.memory = health.block_zone(p.memory, err.az, p.now, pacing.HEALTH)
 
 
 def _per_group(ctx: Context, p: Pass, provider: Provider) -> None:

@@ -11,7 +11,7 @@ reason, in the provider's words.
 
 While its provider works on the group (from the pass that sends its membership, or asks
 for its deletion, until the report says it is done or gone) the group is looked at
-every `GROUP_POLL_S` at most apart: when its members come up (or go) is the
+every `pacing.GROUP_POLL_S` at most apart: when its members come up (or go) is the
 provider's doing (Heat triggers one member a second, the new ones among the
 unchanged), not the boot time the conductor learned from the
 group's first machines, which would leave a grown group unobserved that long. Its
@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import timedelta
 
+from shoal.conductor import pacing
 from shoal.conductor.nodegroup.state import Pass
 from shoal.drivers.contract import (
     Driver,
@@ -32,7 +33,6 @@ from shoal.drivers.contract import (
     Machine,
 )
 
-GROUP_POLL_S = 1.0  # a group its provider is working on: looked at this often at least
 WORKING = frozenset({GroupState.IN_PROGRESS, GroupState.DELETING})  # its provider at work
 
 
@@ -53,7 +53,7 @@ def listing(
 def record(p: Pass, report: GroupReport | None, period: float) -> None:
     """What the pass keeps of the group's report: its ref, written when new (a group made
     again after it was deleted outside shoal gets a new one); while the provider works
-    on the group, a look again within `period` (at most GROUP_POLL_S)."""
+    on the group, a look again within `period` (at most `pacing.GROUP_POLL_S`)."""
     if report is not None and report.state in WORKING:
         working(p, period)
     if report is None or report.state in (GroupState.ABSENT, GroupState.DELETING):
@@ -66,5 +66,5 @@ def record(p: Pass, report: GroupReport | None, period: float) -> None:
 
 def working(p: Pass, period: float) -> None:
     """The provider works on the group (it was just sent its membership, or reports
-    itself in progress): look again within `period`, at most GROUP_POLL_S."""
-    p.look_again(p.now + timedelta(seconds=min(period, GROUP_POLL_S)))
+    itself in progress): look again within `period`, at most `pacing.GROUP_POLL_S`."""
+    p.look_again(p.now + timedelta(seconds=min(period, pacing.GROUP_POLL_S)))

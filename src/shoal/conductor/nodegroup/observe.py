@@ -14,6 +14,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from shoal.conductor import pacing
 from shoal.conductor.nodegroup import spec
 from shoal.conductor.nodegroup.operate import DriverOp
 from shoal.conductor.nodegroup.state import Pass
@@ -68,7 +69,9 @@ def observe(p: Pass) -> None:
     if ready > ready_before:
         p.memory = health.recovered(p.memory)
     if p.failed_boots:
-        p.memory = health.failed(p.memory, p.now, p.failed_boots[-1], p.snap.group.generation)
+        p.memory = health.failed(
+            p.memory, p.now, p.failed_boots[-1], p.snap.group.generation, pacing.HEALTH
+        )
     repair(p)
     if p.memory.drains:  # forget the drains of nodes gone or on their way
         going = {n.uuid for n in p.nodes.values() if n.state is not NodeState.DELETING}
@@ -153,7 +156,7 @@ def _failed(p: Pass, node: Node, m: Machine) -> None:
     zone = m.availability_zone or node.availability_zone
     if m.fault_kind is BlockedKind.NO_VALID_HOST:
         if zone is not None:
-            p.memory = health.block_zone(p.memory, zone, p.now)
+            p.memory = health.block_zone(p.memory, zone, p.now, pacing.HEALTH)
         p.errors.append(BlockedError(fault, BlockedKind.NO_VALID_HOST, az=zone))
         others = ", ".join(z for z in p.open_zones()) or "no other zone of the group"
         where = f" in {zone}" if zone else ""

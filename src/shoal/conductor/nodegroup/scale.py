@@ -10,6 +10,7 @@ from collections.abc import Callable, Collection
 from dataclasses import replace
 from typing import Any
 
+from shoal.conductor import pacing
 from shoal.conductor.nodegroup import hosted, spec
 from shoal.conductor.nodegroup.state import LIVE, Pass
 from shoal.domain import deletion, health, naming, placement, revision
@@ -65,7 +66,7 @@ def scale(p: Pass, first_wave: int) -> None:
 def _waiting(p: Pass) -> bool:
     """Whether new machines must wait: machines keep failing (the retry delay has not
     passed), or every zone of the group had no valid host lately."""
-    hold = health.retry_at(p.memory)
+    hold = health.retry_at(p.memory, pacing.HEALTH)
     if hold is not None and hold > p.now:
         p.waiting_until = hold
         return True

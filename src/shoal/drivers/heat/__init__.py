@@ -10,4 +10,5 @@ DRIVER = DriverKind(
     name="heat",
     settings=settings.HeatSettings,
     runtime="shoal.drivers.heat.opener",
+    contract="shoal.drivers.heat.testing:HARNESSES",
 )

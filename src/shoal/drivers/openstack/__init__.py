@@ -10,4 +10,5 @@ DRIVER = DriverKind(
     name="openstack",
     settings=settings.OpenStackSettings,
     runtime="shoal.drivers.openstack.opener",
+    contract="shoal.drivers.openstack.testing:HARNESSES",
 )
