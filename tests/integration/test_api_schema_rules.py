@@ -45,6 +45,7 @@ REFUSED: list[tuple[str, str, str, Any, str]] = [
     ("OperationCreate", "POST", "/clusters/{c}/operations", {"kind": "rebase", "params": {"ref": ""}}, "params.ref"),  # noqa: E501
     ("OperationCreate", "POST", "/clusters/{c}/operations", {"kind": "upgrade-packages", "params": {"packages": [""]}}, "params.packages"),  # noqa: E501
     ("OperationCreate", "POST", "/clusters/{c}/operations", {"kind": "reboot", "params": []}, "params"),  # noqa: E501
+    ("AgentReport", "POST", "/agent/tasks/x", {"state": "FAILED", "exit_code": 2**31}, "exit_code"),  # noqa: E501
 ]
 
 # What clients send today (canonical JSON): the document and the server accept them.

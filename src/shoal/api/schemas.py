@@ -303,7 +303,11 @@ def components(limits: v.Limits) -> dict[str, Schema]:
                 "node": ident,
                 "state": _enum("RUNNING", "SUCCEEDED", "FAILED"),
                 "output": {"type": "string"},
-                "exit_code": {"type": ["integer", "null"]},
+                "exit_code": {
+                    "type": ["integer", "null"],
+                    "minimum": -(2**31),
+                    "maximum": 2**31 - 1,
+                },
             },
             ("state",),
         ),
