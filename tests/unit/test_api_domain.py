@@ -22,6 +22,18 @@ def test_bad_names(name: object) -> None:
     assert exc.value.field == "name"
 
 
+@pytest.mark.parametrize("ident", ["a", " a ", "3f2a9c", "0e1d7c2a-6f", "x" * 255])
+def test_required_ids(ident: str) -> None:
+    assert v.required_id("cluster_id", ident) == ident
+
+
+@pytest.mark.parametrize("ident", [None, "", " ", "\t\n", "\u00a0", "x" * 256, 5, ["a"]])
+def test_required_ids_refused(ident: object) -> None:
+    with pytest.raises(Invalid) as err:
+        v.required_id("cluster_id", ident, "see shoal orphan list")
+    assert err.value.field == "cluster_id"
+
+
 def test_labels_accept_python_literals_and_stringify() -> None:
     assert v.str_dict("labels", "{'a': 'b', 'n': 1}") == {"a": "b", "n": "1"}
     assert v.str_dict("labels", {"x": True}) == {"x": "true"}

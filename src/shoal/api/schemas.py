@@ -43,6 +43,13 @@ def _enum(*values: str) -> Schema:
 
 BOOL: Schema = {"type": "boolean"}
 NAME: Schema = {"type": "string", "pattern": v.NAME_RE.pattern, "maxLength": v.NAME_MAX}
+# A required id (`validation.required_id`): not empty, not only blanks.
+ID: Schema = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": v.NAME_MAX,
+    "pattern": v.PRESENT_RE.pattern,
+}
 LABELS: Schema = {
     "type": "object",
     "maxProperties": v.LABELS_MAX,
@@ -57,6 +64,28 @@ TAINT: Schema = {
         "key": {"type": "string", "minLength": 1, "maxLength": v.LABEL_KEY_MAX},
         "value": _str(),
         "effect": _enum(*model.TAINT_EFFECTS),
+    },
+}
+
+
+# An operation's `params`: the union of what its kinds take (domain/operations.py
+# `check` says which kind takes which; another key gets 400).
+_WORDS: Schema = {
+    "type": "array",
+    "maxItems": operations.NAMES_MAX,
+    "items": {"type": "string", "minLength": 1, "maxLength": operations.ARGUMENT_MAX},
+}
+PARAMS: Schema = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "services": _WORDS,  # restart-services
+        "packages": _WORDS,  # upgrade-packages
+        "images": _WORDS,  # upgrade-images
+        "ref": {"type": "string", "minLength": 1, "maxLength": operations.ARGUMENT_MAX},
+        "image_id": _str(),  # rebuild
+        "labels": LABELS,  # set-labels
+        "taints": {"type": "array", "maxItems": v.TAINTS_MAX, "items": TAINT},
     },
 }
 
@@ -242,7 +271,7 @@ def components(limits: v.Limits) -> dict[str, Schema]:
             ("node_count",),
         ),
         "Upgrade": _object(
-            {"cluster_template": ident, "max_batch_size": _int(1), "nodegroup": ident},
+            {"cluster_template": ID, "max_batch_size": _int(1), "nodegroup": ident},
             ("cluster_template",),
         ),
         "RolloutHold": _object({"nodegroup": ident}),
@@ -256,7 +285,7 @@ def components(limits: v.Limits) -> dict[str, Schema]:
                     "items": _str(v.NODE_REF_MAX),
                 },
                 "batch_size": _int(1, 1000),
-                "params": {"type": "object"},
+                "params": PARAMS,
             },
             ("kind",),
         ),
@@ -274,36 +303,44 @@ def components(limits: v.Limits) -> dict[str, Schema]:
                 "node": ident,
                 "state": _enum("RUNNING", "SUCCEEDED", "FAILED"),
                 "output": {"type": "string"},
-                "exit_code": {"type": ["integer", "null"]},
+                "exit_code": {
+                    "type": ["integer", "null"],
+                    "minimum": -(2**31),
+                    "maximum": 2**31 - 1,
+                },
             },
             ("state",),
         ),
-        "CertificateSign": _object(
-            {
-                "cluster_uuid": ident,
-                "bay_uuid": ident,
-                "csr": {"type": "string", "maxLength": 64 * 1024},
-                "ca_cert_type": _enum("kubernetes"),
-            },
-            ("csr",),
-        ),
+        "CertificateSign": {
+            **_object(
+                {
+                    "cluster_uuid": ID,
+                    "bay_uuid": ID,  # Magnum's old name for cluster_uuid
+                    "csr": {"type": "string", "minLength": 1, "maxLength": 64 * 1024},
+                    "ca_cert_type": _enum("kubernetes"),
+                },
+                ("csr",),
+            ),
+            "anyOf": [{"required": ["cluster_uuid"]}, {"required": ["bay_uuid"]}],
+        },
         "QuotaCreate": _object(
-            {"project_id": ident, "resource": _enum("Cluster"), "hard_limit": _int()},
-            ("project_id",),
+            {"project_id": ID, "resource": _enum("Cluster"), "hard_limit": _int()},
+            ("project_id", "hard_limit"),
         ),
-        "QuotaUpdate": _object({"hard_limit": _int()}),
+        "QuotaUpdate": _object({"hard_limit": _int()}, ("hard_limit",)),
         "TokenCreate": _object(
             {
-                "project_id": ident,
+                "project_id": NAME,
                 "role": _enum(*policy.ROLES),
-                "user_id": ident,
+                "user_id": NAME,
                 "expires": _str(64),
                 "description": _str(),
             },
             ("project_id",),
         ),
         "OrphanAdopt": _object(
-            {"cluster_id": ident, "name": _str(v.CLUSTER_NAME_MAX)}, ("cluster_id",)
+            {"cluster_id": ID, "name": {**NAME, "maxLength": v.CLUSTER_NAME_MAX}},
+            ("cluster_id",),
         ),
         "JsonPatch": {
             "type": "array",

@@ -19,6 +19,9 @@ from shoal.domain import model as m
 from shoal.domain.errors import Conflict, Invalid
 
 NAME_RE = re.compile(r"^[a-zA-Z][a-zA-Z0-9_.-]*$")
+# What a required id holds: a character that is not a blank ("" and "   " name
+# nothing). The OpenAPI document states the same pattern (api/schemas.py, `ID`).
+PRESENT_RE = re.compile(r"\S")
 CLUSTER_NAME_MAX = 242
 NAME_MAX = 255
 # nodegroups.version holds a group's coe_version (or a template's kube_tag label).
@@ -124,6 +127,15 @@ def string(field: str, value: Any) -> str | None:
     if len(value) > NAME_MAX:
         raise Invalid(f"{field} must be at most {NAME_MAX} characters", field)
     return value
+
+
+def required_id(field: str, value: Any, hint: str = "") -> str:
+    """A required id or name of at most 255 characters: Invalid when it is missing,
+    empty or only blanks (`hint`: what it names, where to find one)."""
+    got = string(field, value)
+    if got is None or not PRESENT_RE.search(got):
+        raise Invalid(f"{field} is required" + (f": {hint}" if hint else ""), field)
+    return got
 
 
 def text(field: str, value: Any) -> str | None:

@@ -93,9 +93,7 @@ def adopt(db: Database, caller: Caller, body: Mapping[str, Any]) -> m.Cluster:
     from the node names). A cluster the database knows gets back the groups it lost."""
     policy.enforce(caller, "orphan:adopt")
     v.reject_unknown("orphan adopt", body, ADOPT_KEYS)
-    ident = v.string("cluster_id", body.get("cluster_id"))
-    if not ident:
-        raise Invalid("cluster_id is required (see shoal orphan list)", "cluster_id")
+    ident = v.required_id("cluster_id", body.get("cluster_id"), "see shoal orphan list")
     name = body.get("name")
     given = None if name is None else v.name("name", name, v.CLUSTER_NAME_MAX)
     held = [h for h in orphans.held(db, ident) if h.delete_requested_at is None]

@@ -35,9 +35,7 @@ def quota_set(
     """Create or change a project's quota (an admin's: a project cannot raise its own)."""
     policy.enforce(caller, "quota:update")
     _resource(resource)
-    if not project_id:
-        raise Invalid("project_id is required", "project_id")
-    v.string("project_id", project_id)  # at most the column's 255 characters
+    v.required_id("project_id", project_id)  # at most the column's 255 characters
     limit = v.integer("hard_limit", hard_limit, lo=0)
     with db.write() as s:
         return quotas.put(s, project_id, resource, limit)

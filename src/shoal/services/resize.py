@@ -224,9 +224,9 @@ def upgrade_cluster(db: Database, caller: Caller, ident: str, body: dict[str, An
     if caller.version == (1, 7):
         raise Unsupported("upgrade is not supported at API microversion 1.7", "version")
     v.reject_unknown("upgrade", body, UPGRADE_KEYS)
-    if body.get("cluster_template") is None:
-        raise Invalid("cluster_template is required", "cluster_template")
-    target = v.string("cluster_template", body["cluster_template"]) or ""
+    target = v.required_id(
+        "cluster_template", body.get("cluster_template"), "the template to move to"
+    )
     batch = v.integer("max_batch_size", body.get("max_batch_size", 1), lo=1)
     with db.write() as s:
         cluster = clusters.find_changeable_row(s, caller.scope, ident)

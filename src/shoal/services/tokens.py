@@ -23,9 +23,7 @@ def issue(db: Database, caller: Caller, body: dict[str, Any]) -> tuple[tokens.To
     itself is returned once and kept only as a digest."""
     policy.enforce(caller, "token:admin")
     v.reject_unknown("token", body, CREATE_KEYS)
-    project = body.get("project_id")
-    if not isinstance(project, str) or not project.strip():
-        raise Invalid("project_id is required: the project the token acts in", "project_id")
+    project = v.required_id("project_id", body.get("project_id"), "the project the token acts in")
     project = v.name("project_id", project)
     role = v.choice("role", body.get("role", policy.MEMBER), policy.ROLES)
     user = body.get("user_id")

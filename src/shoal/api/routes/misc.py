@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Request, Response
 
 from shoal.api import deps, microversion, schemas, serializers
+from shoal.domain import validation as v
 from shoal.domain.errors import Invalid
 from shoal.domain.fleet import Quota
 from shoal.services import fleet, quotas
@@ -82,6 +83,10 @@ def mservices(request: Request) -> dict[str, Any]:
     return {"mservices": items}
 
 
+# The one resource Magnum quotas (a path naming another gets 400, as the document says).
+Resource = Literal["Cluster"]
+
+
 def _quota(request: Request, q: Quota) -> dict[str, Any]:
     return {
         "id": q.id,
@@ -106,9 +111,7 @@ def create_quota(
     unknown = set(body) - {"project_id", "resource", "hard_limit"}
     if unknown:
         raise Invalid(f"Unknown attribute for argument quota: {sorted(unknown)[0]}", "quota")
-    project = body.get("project_id")
-    if not isinstance(project, str) or not project:
-        raise Invalid("project_id is required", "project_id")
+    project = v.required_id("project_id", body.get("project_id"))
     row = quotas.quota_set(
         deps.db(request),
         deps.caller(request),
@@ -120,7 +123,7 @@ def create_quota(
 
 
 @router.get("/quotas/{project_id}/{resource}")
-def get_quota(request: Request, project_id: str, resource: str) -> dict[str, Any]:
+def get_quota(request: Request, project_id: str, resource: Resource) -> dict[str, Any]:
     default = deps.runtime(request).settings.quota_clusters
     row = quotas.quota_get(deps.db(request), deps.caller(request), project_id, resource, default)
     return _quota(request, row)
@@ -132,7 +135,7 @@ def get_quota(request: Request, project_id: str, resource: str) -> dict[str, Any
 def update_quota(
     request: Request,
     project_id: str,
-    resource: str,
+    resource: Resource,
     body: dict[str, Any] = Depends(deps.json_object),
 ) -> dict[str, Any]:
     caller = deps.caller(request)
@@ -141,6 +144,6 @@ def update_quota(
 
 
 @router.delete("/quotas/{project_id}/{resource}", status_code=204)
-def delete_quota(request: Request, project_id: str, resource: str) -> Response:
+def delete_quota(request: Request, project_id: str, resource: Resource) -> Response:
     quotas.quota_delete(deps.db(request), deps.caller(request), project_id, resource)
     return Response(status_code=204)
