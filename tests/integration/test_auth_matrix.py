@@ -173,6 +173,7 @@ OPS = [
     Op("DELETE", "/tokens/{tok}", "admin", NOT_SCOPED),
     Op("GET", "/sim/servers", "admin", NOT_SCOPED),
     Op("GET", "/sim/servers/{c}", "admin", NOT_SCOPED),
+    Op("DELETE", "/sim/servers/{c}", "admin", NOT_SCOPED),
     Op("GET", "/sim/config", "admin", NOT_SCOPED),
     Op("PATCH", "/sim/config", "admin", NOT_SCOPED, lambda w: {"jitter": 0.2}),
     Op("GET", "/sim/quotas/{p}", "admin", NOT_SCOPED),

@@ -88,6 +88,19 @@ def test_servers_with_filters(client: httpx.Client, world: SimWorld) -> None:
     assert client.get("/v1/sim/servers", params={"state": "BOGUS"}).status_code == 400
 
 
+def test_losing_a_server_deletes_it_behind_shoals_back(
+    client: httpx.Client, world: SimWorld
+) -> None:
+    world.create(spec(1, "a"))
+    world.create(spec(2, "a"))
+    assert client.delete("/v1/sim/servers/m-1").status_code == 204
+    states = {s.machine_id: s.state.value for s in world.find({})}
+    assert states.get("m-1") in (None, "DELETING") and states["m-2"] == "BUILDING"
+    r = client.delete("/v1/sim/servers/no-such")
+    assert r.status_code == 404 and "no-such" in r.json()["errors"][0]["detail"]
+    assert [s.machine_id for s in world.find({}) if s.state.value != "DELETING"] == ["m-2"]
+
+
 def test_config_get_and_patch(client: httpx.Client, world: SimWorld) -> None:
     assert client.get("/v1/sim/config").json()["boot_seconds"] == 10
     r = client.patch("/v1/sim/config", json={"time_scale": 50, "az_capacity_cores": {"az-2": 8}})

@@ -125,6 +125,9 @@ def test_the_repair_ladder_is_reboot_rebuild_replace_skipping_what_cannot_be_don
     assert health.next_rung(0, True, False, True) == health.REBUILD  # cannot reboot
     assert health.next_rung(0, True, False, False) == health.REPLACE
     assert health.next_rung(0, False, True, True) == health.REPLACE  # no machine left
+    # a VM whose virt host is down fails over at once, whatever rung it was on
+    assert health.next_rung(0, True, True, True, host_up=False) == health.REPLACE
+    assert health.next_rung(1, True, True, True, host_up=False) == health.REPLACE
 
 
 def test_failing_listings_are_counted_from_the_first_and_forgotten_once_one_works() -> None:

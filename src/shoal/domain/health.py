@@ -256,11 +256,15 @@ RUNGS = (REBOOT, REBUILD, REPLACE)
 RUNG_WORDS = {REBOOT: "rebooting", REBUILD: "rebuilding", REPLACE: "replacing"}
 
 
-def next_rung(step: int, has_machine: bool, can_reboot: bool, can_rebuild: bool) -> str:
+def next_rung(
+    step: int, has_machine: bool, can_reboot: bool, can_rebuild: bool, host_up: bool = True
+) -> str:
     """The next rung for a node whose last rung was `step` (0: none yet): reboot,
     then rebuild, then replace; a rung the provider cannot do, or that needs a
-    machine the node no longer has, is skipped."""
-    if not has_machine:
+    machine the node no longer has, is skipped. A VM whose virt host is not ready
+    (`host_up` false) is replaced at once on another host (failover): a reboot or a
+    rebuild in place cannot work while its host is down."""
+    if not has_machine or not host_up:
         return REPLACE
     if step < 1 and can_reboot:
         return REBOOT

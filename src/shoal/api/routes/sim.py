@@ -113,6 +113,17 @@ def get_server(request: Request, machine_id: str) -> dict[str, Any]:
     return out
 
 
+@router.delete("/servers/{machine_id}", status_code=204)
+def lose_server(request: Request, machine_id: str) -> Response:
+    """The cloud loses a server behind shoal's back (a dead host, an operator's delete
+    outside shoal); a virt host's VMs go with it. shoal finds out from its listings."""
+    world = _world(request)
+    if not any(s.machine_id == machine_id for s in world.servers()):
+        raise NotFound("Server", machine_id)
+    world.delete(machine_id)
+    return Response(status_code=204)
+
+
 @router.get("/config")
 def get_config(request: Request) -> dict[str, Any]:
     config: dict[str, Any] = _world(request).config()

@@ -53,6 +53,14 @@ def assign(p: Pass, count: int, live: list[Node]) -> list[tuple[str, str]]:
     return out
 
 
+def host_ready(p: Pass, node: Node) -> bool:
+    """Whether the virt host a VM node runs on is among its cluster's ready hosts
+    (true for a node that is no VM: it has no host to lose)."""
+    if p.virt is None or not node.vm_slot:
+        return True
+    return any(h.name == node.availability_zone for h in p.virt.hosts)
+
+
 def shape(p: Pass, node: Node) -> VmShape | None:
     """The VM shape of a node that took a slot (None: no slot, or it is gone)."""
     view = p.virt

@@ -15,7 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 from shoal.conductor import pacing
-from shoal.conductor.nodegroup import spec
+from shoal.conductor.nodegroup import hosted, spec
 from shoal.conductor.nodegroup.operate import DriverOp
 from shoal.conductor.nodegroup.state import Pass
 from shoal.domain import conditions as cond
@@ -211,17 +211,23 @@ def _climb(p: Pass, node: Node) -> None:
     """The next rung of the repair ladder for `node`, if its time has come."""
     policy = p.snap.group.spec.health
     wait = timedelta(seconds=policy.unhealthy_timeout_s)
-    if node.repair_step and node.repair_at is not None and p.now - node.repair_at < wait:
-        p.look_again(node.repair_at + wait)
-        return  # the last rung is still being given its time
+    host_up = hosted.host_ready(p, node)
+    if host_up and node.repair_step and node.repair_at is not None:
+        given = node.repair_at + wait
+        if p.now < given:
+            p.look_again(given)
+            return  # the last rung is still being given its time
     rung = health.next_rung(
         node.repair_step, node.uuid in p.machines, Feature.REBOOT in p.features,
-        Feature.REBUILD in p.features,
+        Feature.REBUILD in p.features, host_up,
     )  # fmt: skip
     why = node.reason or "unhealthy"
+    failover = (
+        "" if host_up else f" on another host (its virt host {node.availability_zone} is not ready)"
+    )
     p.event(
         "Repairing",
-        f"node {node.name} was ready, but {why}; {health.RUNG_WORDS[rung]} it",
+        f"node {node.name} was ready, but {why}; {health.RUNG_WORDS[rung]} it{failover}",
         warning=True,
         node=node.uuid,
     )
