@@ -24,9 +24,10 @@ import yaml
 from tests.harness.openstack.cloud import Credentials, OpenStackCloud
 from tests.support.openstack_cli import OPENSTACK, coe_env
 from tests.support.openstack_cloud import OPENSTACK_MARKS
-from tests.support.openstack_project import admin, shoal_project
+from tests.support.openstack_project import ShoalProject, admin, shoal_project
 from tests.support.process import SHOAL, serving, shoal_env
 from tests.support.server import free_port
+from tests.support.waiting import scaled
 
 pytestmark = OPENSTACK_MARKS
 LATEST = {"OpenStack-API-Version": "container-infra latest"}
@@ -103,8 +104,18 @@ def token_of(creds: Credentials) -> str:
     return str(got["id"])
 
 
+@contextmanager
+def _purged(project: ShoalProject) -> Iterator[None]:
+    """On the way out (after shoal stopped), whatever servers the project has left are
+    deleted: a failed test must not take the zones' capacity from the next tests."""
+    try:
+        yield
+    finally:
+        project.purge()
+
+
 def wait_status(creds: Credentials, cluster: str, want: str, timeout: float = 180) -> None:
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while True:
         done = openstack(creds, "coe", "cluster", "show", cluster, "-f", "json")
         status = json.loads(done.stdout)["status"] if done.returncode == 0 else "GONE"
@@ -194,7 +205,7 @@ def test_a_clusters_servers_are_made_in_its_creators_project_through_a_trust(
         "deployment": deployment, "server_group_grace_seconds": 1}}  # fmt: skip
     user_project = shoal_project(cloud, "ks-user")
     user = user_project.creds
-    with keystone_shoal(cloud, tmp_path, provider) as dep:
+    with _purged(user_project), keystone_shoal(cloud, tmp_path, provider) as dep:
         het = {
             "name": "nova-het", "coe": "kubernetes", "image_id": cloud.image_name,
             "external_network_id": "public", "fixed_network": cloud.network_id,

@@ -63,6 +63,13 @@ class ShoalProject:
     def quota(self, **limits: int) -> None:
         self.cloud.set_compute_quota(self.project_id, **limits)
 
+    def purge(self) -> None:
+        """Delete, as admin, every server the project still has (a failed test's
+        leftovers would otherwise take the zones' capacity from the next tests)."""
+        with admin(self.cloud) as conn:
+            for server in self.servers():
+                conn.compute.delete_server(server, ignore_missing=True)
+
     def wait_empty(self, timeout: float = 120.0) -> list[Any]:
         """Wait until the project has no server (or `timeout`); what is left."""
         deadline = time.monotonic() + timeout
