@@ -257,6 +257,9 @@ def test_a_virt_host_shows_its_vms_and_its_removal_warns_stronger(
         driver.get(shoal.url + "/ui/#/clusters/edge")
         row = f"section[data-group=hosts] tr[data-node='{host}']"
         until(lambda: vm in text_of(driver, row + " .vms-on"), 30, "the host's VMs")
+        # what its VM takes of the host's flavor (the sim's bm.large: 32 vCPU, 128 GiB)
+        load = "2 of 32 vCPU, 4 of 128 GiB"
+        until(lambda: load in text_of(driver, row + " .vms-on"), 30, "the host's load")
         assert '"nodegroup": "m"' in driver.execute_script(
             "return document.querySelector('section[data-group=hosts] pre.vms').textContent"
         )

@@ -75,6 +75,7 @@ class StayingDemo:
     def __init__(self, tmp: Path) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SHOAL_")}
         env["TMPDIR"] = str(tmp)  # where its temp data directory goes
+        env["PYTHONFAULTHANDLER"] = "1"  # a demo that does not stop shows its threads (stop)
         # --stay-for bounds a demo this test would fail to stop; it is stopped long before
         args = [SHOAL, "demo", "--stay", "--stay-for", "600", "--time-scale", "50"]
         self.proc = subprocess.Popen(
@@ -104,7 +105,13 @@ class StayingDemo:
 
     def stop(self, sig: signal.Signals) -> int:
         self.proc.send_signal(sig)
-        return self.proc.wait(timeout=scaled(30))
+        try:
+            return self.proc.wait(timeout=scaled(30))
+        except subprocess.TimeoutExpired:
+            self.proc.send_signal(signal.SIGABRT)  # faulthandler: every thread's stack
+            self.proc.wait(timeout=scaled(10))
+            time.sleep(0.5)  # the reader takes the last lines
+            raise AssertionError(f"the demo did not stop on {sig.name}:\n{self.output}") from None
 
     def kill(self) -> None:
         if self.proc.poll() is None:

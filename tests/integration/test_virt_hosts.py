@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from shoal.db import providers
 from shoal.domain.errors import Invalid
 from shoal.services import nodegroups
 from tests.integration.conductor_support import Env, make_env
@@ -251,3 +252,12 @@ def test_with_the_default_health_policy_a_lost_hosts_one_node_groups_fail_over(
     assert {e.node_id for e in moved} == lost
     survivors = {h.name for h in env.nodes(cid, "hosts")}
     assert {n.availability_zone for n in vm_nodes} <= survivors
+
+
+def test_a_providers_facts_hold_its_flavors_sizes_for_the_virt_hosts_capacity(env: Env) -> None:
+    """The conductor's look at a provider records each flavor's size (the dashboard
+    shows a virt host's capacity from its flavor's)."""
+    env.conductor.housekeeping.check_providers()
+    sizes = providers.latest(env.db)["sim"].facts["flavor_sizes"]
+    assert sizes["bm.large"] == {"vcpus": 32, "ram_mb": 131072, "disk_gb": 960}
+    assert set(sizes) == set(providers.latest(env.db)["sim"].facts["flavors"])

@@ -35,7 +35,10 @@ class EmbeddedServer:
         certificates.seal_stored_keys(self.runtime.db, sealer)
         self.token = admin_token.for_embedded(settings, self.runtime.db)
         self.url = f"http://{settings.host}:{settings.port}"
-        self._server = uvicorn.Server(serving.config(create_app(self.runtime, sealer), settings))
+        config = serving.config(create_app(self.runtime, sealer), settings)
+        # Stopping does not wait on a browser's open requests longer than this.
+        config.timeout_graceful_shutdown = 5
+        self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, name="shoal-embedded", daemon=True)
 
     def start(self, timeout: float = 30) -> None:

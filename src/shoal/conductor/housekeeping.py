@@ -107,6 +107,10 @@ def check(p: Provider, now: datetime, host: str) -> providers.Check:
     facts = {
         "availability_zones": list(caps.availability_zones),
         "flavors": list(caps.flavors),
+        "flavor_sizes": {
+            name: {"vcpus": f.vcpus, "ram_mb": f.ram_mb, "disk_gb": f.disk_gb}
+            for name, f in caps.flavor_sizes.items()
+        },
         "images": list(caps.images),
         "features": sorted(caps.features),
         # What the API checks a new group's provider options against (provider_options.py).

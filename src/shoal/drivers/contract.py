@@ -217,6 +217,15 @@ class Machine:
 
 
 @dataclass(frozen=True)
+class FlavorSize:
+    """What a flavor gives a machine, as its provider says (a virt host's capacity)."""
+
+    vcpus: int
+    ram_mb: int
+    disk_gb: int = 0
+
+
+@dataclass(frozen=True)
 class Capabilities:
     """What a driver can do, so the conductor and `validate` need no guessing.
 
@@ -240,6 +249,9 @@ class Capabilities:
 
     availability_zones: Sequence[str] = ()
     flavors: Sequence[str] = ()
+    # The sizes of the flavors the driver knows them of (name -> size); a flavor left
+    # out has an unknown size.
+    flavor_sizes: Mapping[str, FlavorSize] = field(default_factory=dict)
     images: Sequence[str] = ()
     features: frozenset[Feature] = frozenset()
     zones_are_targets: bool = False

@@ -32,6 +32,8 @@ def _view(request: Request, v: ProviderView) -> dict[str, Any]:
         "checked_at": v.checked_at.isoformat() if v.checked_at else None,
         "availability_zones": facts.get("availability_zones", []),
         "flavors": facts.get("flavors", []),
+        # shoal: each flavor's vcpus, ram_mb and disk_gb where the driver knows them
+        "flavor_sizes": facts.get("flavor_sizes", {}),
         "images": facts.get("images", []),
         "features": facts.get("features", []),
         # What a node group may choose: option -> its values; label -> the option it sets.

@@ -30,6 +30,7 @@ from shoal.drivers.contract import (
     BlockedKind,
     Capabilities,
     Feature,
+    FlavorSize,
     Machine,
     MachineSpec,
     MachineState,
@@ -120,6 +121,9 @@ class LibvirtDriver:
         return Capabilities(
             availability_zones=self.hosts.names,
             flavors=tuple(self.flavors),
+            flavor_sizes={
+                f.name: FlavorSize(f.vcpus, f.ram_mb, f.disk_gb) for f in self.flavors.values()
+            },
             images=tuple(self.images),
             features=self.features,
             zones_are_targets=True,

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 
 from openstack.connection import Connection
 
+from shoal.drivers.contract import FlavorSize
+
 
 @dataclass(frozen=True)
 class Catalog:
@@ -28,6 +30,7 @@ class Catalog:
     down: frozenset[str] = frozenset()  # zones Nova says are not available now
     flavors: Mapping[str, str] = field(default_factory=dict)  # name or id -> id
     flavor_names: tuple[str, ...] = ()
+    flavor_sizes: Mapping[str, FlavorSize] = field(default_factory=dict)  # by name
     images: Mapping[str, str | None] = field(default_factory=dict)  # name or id -> id
     image_names: tuple[str, ...] = ()
     loaded_at: float | None = None  # time.monotonic() of the look; None: never looked
@@ -72,9 +75,11 @@ def load(conn: Connection) -> Catalog:
     zones = tuple(sorted(z.name for z in listed))
     down = frozenset(z.name for z in listed if not _available(z.state))
     flavors: dict[str, str] = {}
-    for f in conn.compute.flavors(details=False):
+    sizes: dict[str, FlavorSize] = {}
+    for f in conn.compute.flavors(details=True):
         flavors[f.id] = f.id
         flavors.setdefault(f.name, f.id)
+        sizes.setdefault(f.name, FlavorSize(int(f.vcpus or 0), int(f.ram or 0), int(f.disk or 0)))
     images: dict[str, str | None] = {}
     names: dict[str, list[str]] = {}
     for i in conn.image.images():
@@ -91,6 +96,7 @@ def load(conn: Connection) -> Catalog:
         down=down,
         flavors=flavors,
         flavor_names=flavor_names,
+        flavor_sizes=sizes,
         images=images,
         image_names=tuple(sorted(names)),
         loaded_at=time.monotonic(),

@@ -75,6 +75,7 @@ class OpenStackDriver:
         return Capabilities(
             availability_zones=cat.zones,
             flavors=cat.flavor_names,
+            flavor_sizes=cat.flavor_sizes,
             images=cat.image_names,
             features=FEATURES,
             pace_seconds=PACE_S,

@@ -19,6 +19,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from shoal.drivers.contract import (
     Capabilities,
     Feature,
+    FlavorSize,
     GroupRequest,
     Machine,
     MachineSpec,
@@ -49,6 +50,9 @@ class SimDriver:
         return Capabilities(
             availability_zones=tuple(cfg.availability_zones),
             flavors=tuple(catalog.FLAVORS),
+            flavor_sizes={
+                f.name: FlavorSize(f.vcpus, f.ram_mb, f.disk_gb) for f in catalog.FLAVORS.values()
+            },
             images=tuple(catalog.IMAGES),
             features=self.features,
             restart_seconds=cfg.restart_real_seconds(),

@@ -55,6 +55,7 @@ export function make(ident) {
   let cluster = null;
   let groups = [];
   let nodes = [];
+  let providers = null; // when the cluster has virt hosts: their flavors' sizes (re-read now and then)
   let lastEvent = 0;
   const sections = new Map();
 
@@ -211,6 +212,27 @@ export function make(ident) {
     return nodes.filter((n) => n.vm !== null && n.vm !== undefined && n.availability_zone === host.name);
   }
 
+  // What a virt host's VMs take (their slots' cpu and ram, GiB; 1 each by default) and
+  // what the host has (its flavor's size, as its provider reports it; unknown: not said).
+  function hostLoad(g, host) {
+    const vms = vmsOn(host);
+    const slots = new Map((g.vms || []).map((v) => [String(v.id), v]));
+    let cpu = 0;
+    let ram = 0;
+    for (const v of vms) {
+      const slot = slots.get(String(v.vm)) || {};
+      cpu += Number(slot.cpu ?? 1);
+      ram += Number(slot.ram ?? 1);
+    }
+    const p = (providers || []).find((x) => (g.provider ? x.name === g.provider : x.default));
+    const size = p && p.flavor_sizes ? p.flavor_sizes[host.flavor_id] : null;
+    const names = vms.map((v) => v.name).join(", ") || "no VM";
+    const use = size
+      ? `${cpu} of ${size.vcpus} vCPU, ${ram} of ${size.ram_mb / 1024} GiB`
+      : `${cpu} vCPU, ${ram} GiB (host size unknown)`;
+    return `${names} · ${use}`;
+  }
+
   function makeRow(s, n) {
     const cells = NODE_COLUMNS.map(() => h("td"));
     const extra = s.group.role === "virt" ? h("td", { class: "vms-on" }) : null;
@@ -317,7 +339,7 @@ export function make(ident) {
       setText(c[7], n.agent_seen_at ? `${age(n.agent_seen_at)} ago` : "-");
       setText(c[8], n.reason);
       c[8].className = "reason";
-      if (row.extra) setText(row.extra, vmsOn(n).map((v) => v.name));
+      if (row.extra) setText(row.extra, hostLoad(s.group, n));
       row.tr.dataset.phase = p;
     }
     for (const [id, row] of s.rows) {
@@ -413,6 +435,9 @@ export function make(ident) {
     ]);
     if (nodesDue(gs) || evs.events.length) nodes = await api.listAll(`${c}/nodes?limit=1000`, "nodes");
     groups = gs;
+    if (gs.some((g) => g.role === "virt") && (providers === null || ticks % 20 === 0)) {
+      providers = (await api.get("/providers")).providers || [];
+    }
     renderCluster();
     renderGroups();
     renderOperations(ops.operations || []);
