@@ -78,9 +78,12 @@ class StayingDemo:
         env["PYTHONFAULTHANDLER"] = "1"  # a demo that does not stop shows its threads (stop)
         # --stay-for bounds a demo this test would fail to stop; it is stopped long before
         args = [SHOAL, "demo", "--stay", "--stay-for", "600", "--time-scale", "50"]
+        # Started with SIGINT ignored, as a background job or a test runner's worker is:
+        # Ctrl-C must stop it all the same (the demo says it does).
         self.proc = subprocess.Popen(
-            args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
+            args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+        )  # fmt: skip
         self.lines: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
 

@@ -206,17 +206,23 @@ def stays(stay: bool | None, stdin_tty: bool, stdout_tty: bool) -> bool:
 
 
 @contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM ends the demo like Ctrl-C (KeyboardInterrupt), so its server stops and its
-    temp directory goes; only in the main thread, where Python delivers signals."""
+def signals_as_interrupt() -> Iterator[None]:
+    """SIGINT (Ctrl-C) and SIGTERM end the demo with KeyboardInterrupt, so its server
+    stops and its temp directory goes; only in the main thread, where Python delivers
+    signals. SIGINT too: a process started with SIGINT ignored (a background job, a
+    test runner's worker) would otherwise never see the Ctrl-C the demo promises."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    previous = {
+        sig: signal.signal(sig, signal.default_int_handler)
+        for sig in (signal.SIGINT, signal.SIGTERM)
+    }
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def serve_until_stopped(server: EmbeddedServer, stay_for: float | None) -> None:
@@ -295,7 +301,7 @@ def demo(
     )
     client = Client(Connection(url=server.url, token=server.token))
     try:
-        with sigterm_as_interrupt():
+        with signals_as_interrupt():
             d = Demo(client, wait_timeout)
             d.create_template()
             d.create_cluster()
