@@ -20,7 +20,7 @@ import enum
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from shoal.drivers import contract
@@ -125,6 +125,39 @@ class ReadyCloud:
     other_image: str
     zone: str
     refuse: Callable[[int, float], None]
+
+    def provoker(self, no_valid_host_why: str) -> Callable[[Provocation, MachineSpec], MachineSpec]:
+        """`provoke` for a driver of this cloud: quota and an asynchronous no valid host
+        by flavor, a transient error by the proxy's 429; a synchronous no valid host is
+        not something the cloud does (`no_valid_host_why` says why)."""
+
+        def provoke(kind: Provocation, spec: MachineSpec) -> MachineSpec:
+            if kind is Provocation.QUOTA:
+                return replace(spec, flavor_id=self.flavor_over_quota)
+            if kind is Provocation.NO_VALID_HOST_ASYNC:
+                return replace(spec, flavor_id=self.flavor_huge)
+            if kind is Provocation.NO_VALID_HOST:
+                raise Unsupported(no_valid_host_why)
+            self.refuse(1, 2.0)  # TRANSIENT
+            return spec
+
+        return provoke
+
+    def harness(
+        self, driver: contract.Driver, boot_timeout: float, close: Callable[[], None], why: str
+    ) -> DriverHarness:
+        """The harness of `driver` on this cloud, in real time (`why`: see `provoker`)."""
+        return DriverHarness(
+            driver=driver,
+            flavor=self.flavor,
+            image=self.image,
+            other_image=self.other_image,
+            zone=self.zone,
+            advance=real_time,
+            boot_timeout=boot_timeout,
+            close=close,
+            provoke=self.provoker(why),
+        )
 
 
 @dataclass(frozen=True)

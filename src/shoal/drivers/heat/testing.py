@@ -17,18 +17,14 @@ makes it:
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from pathlib import Path
 
-from shoal.drivers.contract import DriverError, MachineSpec
+from shoal.drivers.contract import DriverError
 from shoal.drivers.harness import (
     CloudHarness,
     DriverHarness,
-    Provocation,
     ReadyCloud,
-    Unsupported,
-    real_time,
 )
 from shoal.drivers.heat.settings import HeatSettings
 
@@ -46,19 +42,6 @@ def heat_harness(tmp_path: Path, ready: ReadyCloud) -> DriverHarness:
     driver = HeatDriver(settings, the_cloud)
     driver.check()
 
-    def provoke(kind: Provocation, spec: MachineSpec) -> MachineSpec:
-        if kind is Provocation.QUOTA:
-            return dataclasses.replace(spec, flavor_id=ready.flavor_over_quota)
-        if kind is Provocation.NO_VALID_HOST_ASYNC:
-            return dataclasses.replace(spec, flavor_id=ready.flavor_huge)
-        if kind is Provocation.NO_VALID_HOST:
-            raise Unsupported(
-                "Heat accepts every update and reports no valid host only as its "
-                "member's fault: test_asynchronous_no_valid_host_is_a_classified_fault"
-            )
-        ready.refuse(1, 2.0)  # TRANSIENT
-        return spec
-
     def close_all() -> None:
         try:
             for stack in the_cloud.stacks([f"shoal-deployment={deployment}"]):
@@ -67,16 +50,12 @@ def heat_harness(tmp_path: Path, ready: ReadyCloud) -> DriverHarness:
             pass  # the project is the suite's own; what is left does no harm
         the_cloud.close()
 
-    return DriverHarness(
-        driver=driver,
-        flavor=ready.flavor,
-        image=ready.image,
-        other_image=ready.other_image,
-        zone=ready.zone,
-        advance=real_time,
-        boot_timeout=180.0,
-        close=close_all,
-        provoke=provoke,
+    return ready.harness(
+        driver,
+        180.0,
+        close_all,
+        "Heat accepts every update and reports no valid host only as its member's fault: "
+        "test_asynchronous_no_valid_host_is_a_classified_fault",
     )
 
 

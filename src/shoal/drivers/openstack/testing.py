@@ -14,18 +14,14 @@ per test, real time. Each error class is provoked the way Nova makes it:
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from pathlib import Path
 
-from shoal.drivers.contract import DriverError, MachineSpec
+from shoal.drivers.contract import DriverError
 from shoal.drivers.harness import (
     CloudHarness,
     DriverHarness,
-    Provocation,
     ReadyCloud,
-    Unsupported,
-    real_time,
 )
 from shoal.drivers.openstack.settings import OpenStackSettings
 
@@ -43,19 +39,6 @@ def openstack_harness(tmp_path: Path, ready: ReadyCloud) -> DriverHarness:
     driver, close = connect(settings, pool_size=10)
     driver.check()  # as a conductor does when it starts: the catalog validate reads
 
-    def provoke(kind: Provocation, spec: MachineSpec) -> MachineSpec:
-        if kind is Provocation.QUOTA:
-            return dataclasses.replace(spec, flavor_id=ready.flavor_over_quota)
-        if kind is Provocation.NO_VALID_HOST_ASYNC:
-            return dataclasses.replace(spec, flavor_id=ready.flavor_huge)
-        if kind is Provocation.NO_VALID_HOST:
-            raise Unsupported(
-                "Nova accepts every create (202) and reports no valid host only as the "
-                "server's fault: test_asynchronous_no_valid_host_is_a_classified_fault"
-            )
-        ready.refuse(1, 2.0)  # TRANSIENT
-        return spec
-
     def close_all() -> None:
         try:
             for m in driver.list_machines({}):
@@ -64,16 +47,12 @@ def openstack_harness(tmp_path: Path, ready: ReadyCloud) -> DriverHarness:
             pass  # the project is the suite's own; what is left does no harm
         close()
 
-    return DriverHarness(
-        driver=driver,
-        flavor=ready.flavor,
-        image=ready.image,
-        other_image=ready.other_image,
-        zone=ready.zone,
-        advance=real_time,
-        boot_timeout=120.0,
-        close=close_all,
-        provoke=provoke,
+    return ready.harness(
+        driver,
+        120.0,
+        close_all,
+        "Nova accepts every create (202) and reports no valid host only as the server's "
+        "fault: test_asynchronous_no_valid_host_is_a_classified_fault",
     )
 
 
