@@ -85,6 +85,14 @@ def _world(request: Request) -> Any:
     return world  # the world, or its proxy when it runs in its own process
 
 
+def _server(world: Any, machine_id: str) -> Any:
+    """The sim server `machine_id` (404 when the world has none)."""
+    found = next((s for s in world.servers() if s.machine_id == machine_id), None)
+    if found is None:
+        raise NotFound("Server", machine_id)
+    return found
+
+
 @router.get("/servers")
 def list_servers(
     request: Request,
@@ -103,10 +111,7 @@ def list_servers(
 def get_server(request: Request, machine_id: str) -> dict[str, Any]:
     """One server; a VM of a virt host with its host and the domain XML it was made with."""
     world = _world(request)
-    found = [s for s in world.servers() if s.machine_id == machine_id]
-    if not found:
-        raise NotFound("Server", machine_id)
-    out: dict[str, Any] = found[0].as_dict()
+    out: dict[str, Any] = _server(world, machine_id).as_dict()
     xml = world.domain_xml(machine_id)
     if xml is not None:
         out["domain_xml"] = xml
@@ -118,9 +123,7 @@ def lose_server(request: Request, machine_id: str) -> Response:
     """The cloud loses a server behind shoal's back (a dead host, an operator's delete
     outside shoal); a virt host's VMs go with it. shoal finds out from its listings."""
     world = _world(request)
-    if not any(s.machine_id == machine_id for s in world.servers()):
-        raise NotFound("Server", machine_id)
-    world.delete(machine_id)
+    world.delete(_server(world, machine_id).machine_id)
     return Response(status_code=204)
 
 

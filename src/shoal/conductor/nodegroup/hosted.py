@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import Counter
 
 from shoal.conductor.nodegroup.state import Pass
+from shoal.db.virthosts import VirtView
 from shoal.domain import virt
 from shoal.domain.model import ROLE_MASTER, Node
 from shoal.drivers.contract import (
@@ -56,9 +57,12 @@ def assign(p: Pass, count: int, live: list[Node]) -> list[tuple[str, str]]:
 def host_ready(p: Pass, node: Node) -> bool:
     """Whether the virt host a VM node runs on is among its cluster's ready hosts
     (true for a node that is no VM: it has no host to lose)."""
-    if p.virt is None or not node.vm_slot:
-        return True
-    return any(h.name == node.availability_zone for h in p.virt.hosts)
+    return p.virt is None or not node.vm_slot or _host_of(p.virt, node) is not None
+
+
+def _host_of(view: VirtView, node: Node) -> virt.Host | None:
+    """The ready host of `view` that VM node `node` runs on (None: not ready, or gone)."""
+    return next((h for h in view.hosts if h.name == node.availability_zone), None)
 
 
 def shape(p: Pass, node: Node) -> VmShape | None:
@@ -67,7 +71,7 @@ def shape(p: Pass, node: Node) -> VmShape | None:
     slot = view.slot(node.vm_slot) if view is not None else None
     if view is None or slot is None:
         return None
-    on = next((h for h in view.hosts if h.name == node.availability_zone), None)
+    on = _host_of(view, node)
     # Its group's provider ("" when the group names none: the deployment's default).
     host = (
         VirtHost(on.name, on.node_uuid, view.providers.get(on.group_uuid) or "", on.address)
