@@ -20,8 +20,9 @@ from shoal.conductor.context import Context
 from shoal.conductor.guard import Guard
 from shoal.db import outcomes, queue, snapshots, writes
 from shoal.domain import conditions as cond
+from shoal.domain import release as rel
 from shoal.domain import status as st
-from shoal.domain.model import ROLE_MASTER, Condition
+from shoal.domain.model import ROLE_MASTER, Cluster, Condition
 from shoal.drivers.contract import ApiLoadBalancingDriver, Feature, ReleasingDriver
 
 API_PORT = 6443
@@ -219,19 +220,22 @@ def health(p: Pass, outcome: st.Outcome) -> None:
         p.w.health = (status, reason)
 
 
-def release(ctx: Context, project_id: str, cluster_uuid: str) -> None:
+def release(ctx: Context, c: Cluster) -> None:
     """Drivers that made things for the cluster besides machines (feature RELEASE)
-    remove them, now that no machine is left and before its credential goes."""
-    for prov in ctx.providers.values():
-        if prov.has(Feature.RELEASE):
-            driver = cast(ReleasingDriver, prov.driver)
-            ctx.call(prov, functools.partial(driver.release_cluster, project_id, cluster_uuid))
+    remove them, now that no machine is left and before its credential goes: those
+    its groups were made in (domain/release.py), so that a provider it never used,
+    down or slow, does not hold its deletion."""
+    releasing = [n for n, prov in ctx.providers.items() if prov.has(Feature.RELEASE)]
+    for name in rel.targets(c.providers, releasing, ctx.default_provider):
+        prov = ctx.providers[name]
+        driver = cast(ReleasingDriver, prov.driver)
+        ctx.call(prov, functools.partial(driver.release_cluster, c.project_id, c.uuid))
 
 
 def _delete_path(ctx: Context, p: Pass) -> None:
     c = p.snap.cluster
     if not p.snap.groups:
-        release(ctx, c.project_id, c.uuid)
+        release(ctx, c)
         if ctx.kube is not None:  # its API server's client goes with it
             ctx.kube.forget(c.uuid)
         if ctx.delegations is not None:  # its trust goes next; the row then with the cluster

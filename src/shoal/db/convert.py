@@ -171,6 +171,7 @@ def cluster_from_row(row: t.ClusterRow | CoreRow) -> m.Cluster:
         deleting=row.deleting,
         created_at=row.created_at,
         updated_at=row.updated_at,
+        providers=None if row.providers is None else tuple(row.providers),
     )
 
 

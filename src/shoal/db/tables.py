@@ -103,6 +103,11 @@ class ClusterRow(Timestamps, Base):
     # When the current operation started (create_timeout is measured from here).
     operation_started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     next_reconcile_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), index=True)
+    # The providers its node groups were ever made in (None in it: the deployment's
+    # default), written with each group: those release what they hold for the cluster
+    # when it goes (domain/release.py). NULL: not known (a cluster
+    # whose groups were gone before migration 0014): every provider is asked.
+    providers: Mapped[list[str | None] | None] = mapped_column(JSONType)
 
 
 class NodeGroupRow(Timestamps, Base):

@@ -222,6 +222,9 @@ class Cluster:
     deleting: bool = False
     created_at: datetime | None = None
     updated_at: datetime | None = None
+    # The providers its node groups were made in (None in it: the default); None: not
+    # known (domain/release.py).
+    providers: tuple[str | None, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -417,7 +417,8 @@ class ReleasingDriver(Driver, Protocol):
     """A driver that makes things for a cluster besides its machines, in the cluster's
     own project (Nova server groups, with a trust in its creator's project), and
     removes them when the cluster goes (feature RELEASE): the conductor calls it once
-    every machine of the cluster is gone, before the cluster's credential goes."""
+    every machine of the cluster is gone, before the cluster's credential goes, on
+    the providers the cluster's node groups were made in (domain/release.py)."""
 
     def release_cluster(self, project_id: str, cluster_id: str) -> None:
         """Remove what the driver made for the cluster besides machines (what is in

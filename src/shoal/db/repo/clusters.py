@@ -18,6 +18,7 @@ from shoal.db.repo.templates import new_uuid
 from shoal.db.tables import ClusterRow, NodeGroupRow, NodeRow, table_of
 from shoal.db.types import utcnow
 from shoal.domain import model as m
+from shoal.domain import release
 from shoal.domain.errors import Conflict
 from shoal.domain.merge import GroupPlan
 from shoal.domain.policy import Scope
@@ -181,6 +182,7 @@ def insert(
             "created_at": now,
             "operation_started_at": now,
             "next_reconcile_at": now + FIRST_PASS_AFTER,
+            "providers": release.record([], (plan.spec.provider for plan in groups)),
         },
     ).one()
     # Masters first: their lower ids put them first in the conductor's claim order

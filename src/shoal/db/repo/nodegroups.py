@@ -16,6 +16,7 @@ from shoal.db.repo.paging import Page, paginate
 from shoal.db.tables import ClusterRow, NodeGroupRow, NodeRow
 from shoal.db.types import utcnow
 from shoal.domain import model as m
+from shoal.domain import release
 from shoal.domain.merge import GroupPlan
 from shoal.domain.policy import Scope
 
@@ -44,6 +45,7 @@ def insert(
     """A node group of `cluster`, due for the conductor right away (`uuid`: see
     `new_values`)."""
     values = new_values(cluster.uuid, cluster.project_id, plan, now or utcnow(), uuid)
+    cluster.providers = release.record(cluster.providers, [plan.spec.provider])
     row = NodeGroupRow(**values)
     session.add(row)
     session.flush()
