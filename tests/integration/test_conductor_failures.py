@@ -4,6 +4,7 @@ conductor's clock moved forward, so minutes of backoff take seconds."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -17,7 +18,7 @@ from shoal.db.tables import NodeGroupRow
 from shoal.domain import conditions as cond
 from shoal.domain import model as m
 from shoal.services import nodegroups
-from tests.integration.conductor_support import Env, env_at, make_env
+from tests.integration.conductor_support import FAST_SIM, Env, env_at, make_env
 
 MASTER = {"name": "m", "role": "master", "flavor_id": "m1.small", "node_count": 1}
 WORKER = {"name": "w", "flavor_id": "m1.small", "node_count": 3}
@@ -130,6 +131,28 @@ def test_async_no_valid_host_places_the_nodes_in_the_other_zones(lite: Env) -> N
     assert {n.availability_zone for n in env.nodes(cid, "w")} == {"az-2"}
     assert any(r.startswith("BLOCKED: no valid host in az-1") for r in reasons), reasons
     assert any(e.reason == "NoValidHost" for e in env.events(cid))
+
+
+def test_a_machine_deleted_outside_shoal_is_repaired_with_its_reason(tmp_path: Path) -> None:
+    """A ready node whose machine someone else deletes (seen DELETING: the sim takes
+    seconds to delete) is unhealthy like a lost one: a Repairing event says why and a
+    new node replaces it; nothing is asked of the machine on its way out."""
+    sim = dataclasses.replace(FAST_SIM, delete_seconds=30.0)
+    with env_at(f"sqlite:///{tmp_path / 'shoal.db'}", sim=sim) as env:
+        cid = env.create("outside", [MASTER, WORKER])
+        env.step_until(env.complete(cid))
+        victim = env.nodes(cid, "w")[0]
+        env.world.delete(victim.uuid)  # an operator's `server delete`; still DELETING
+        step_until(env, lambda: victim.uuid not in {n.uuid for n in env.nodes(cid, "w")})
+        step_until(env, env.complete(cid))
+        said = [e.message for e in env.events(cid) if e.reason == "Repairing"]
+        assert said == [
+            f"node {victim.name} was ready, but its machine is being deleted in the provider, "
+            "not by shoal; replacing it"
+        ], said
+        now = env.nodes(cid, "w")
+        assert len(now) == 3 and all(n.state is m.NodeState.ACTIVE for n in now)
+        assert env.world.api_calls().get("delete", 0) == 0  # shoal deleted nothing itself
 
 
 def test_repairs_stop_when_too_many_nodes_are_unhealthy(lite: Env) -> None:

@@ -23,6 +23,8 @@ from shoal.domain import health, kubenodes, merge, revision
 from shoal.domain.model import ROLE_MASTER, Node, NodeState
 from shoal.drivers.contract import BlockedError, BlockedKind, Feature, Machine, MachineState
 
+DELETED_OUTSIDE = "its machine is being deleted in the provider, not by shoal"
+
 
 def observe(p: Pass) -> None:
     """Fold the listing into the node rows, then decide about what failed."""
@@ -132,6 +134,13 @@ def fold(p: Pass, node: Node, m: Machine) -> None:
         changes["address"] = m.address
     if m.provider_index and m.provider_index != node.provider_index:
         changes["provider_index"] = m.provider_index
+    if m.state is MachineState.DELETING and not node.to_delete:
+        # Being deleted in the provider, not by shoal (shoal marks a node before it
+        # deletes its machine): a ready node is lost like one whose machine is gone.
+        if changes:
+            node = p.set(node, **changes)
+        _deleted_outside(p, node)
+        return
     if m.state is MachineState.DELETING:
         changes["state"] = NodeState.DELETING
     elif m.state is MachineState.ERROR:
@@ -148,6 +157,23 @@ def fold(p: Pass, node: Node, m: Machine) -> None:
     if changes:
         p.progress = True
         p.set(node, **changes)
+
+
+def _deleted_outside(p: Pass, node: Node) -> None:
+    """A node whose machine someone else deletes (an operator's `server delete`, the
+    cloud's own cleanup): once ready, unhealthy and replaced by the repair ladder (its
+    breaker counts it); before, dropped with a word, and scaling makes its successor."""
+    if node.ready_at is not None:
+        _unhealthy(p, node, DELETED_OUTSIDE)
+        return
+    p.progress = True
+    p.set(node, state=NodeState.DELETING, reason=DELETED_OUTSIDE)
+    p.event(
+        "MachineDeleted",
+        f"node {node.name}: {DELETED_OUTSIDE} before it was ready; a new node takes its place",
+        warning=True,
+        node=node.uuid,
+    )
 
 
 def _failed(p: Pass, node: Node, m: Machine) -> None:
@@ -194,10 +220,11 @@ def _replace(p: Pass, node: Node, reason: str) -> None:
         p.set(node, reason=reason, to_delete=True)
         return
     p.set(node, state=NodeState.DELETING, reason=reason)
-    if p.machines.get(node.uuid) is not None:
-        p.to_delete.append(node.uuid)
-    else:
+    m = p.machines.get(node.uuid)
+    if m is None:
         p.drop(p.nodes[node.uuid])
+    elif m.state is not MachineState.DELETING:
+        p.to_delete.append(node.uuid)
 
 
 def _unhealthy(p: Pass, node: Node, why: str) -> None:
@@ -218,7 +245,7 @@ def _climb(p: Pass, node: Node) -> None:
             p.look_again(given)
             return  # the last rung is still being given its time
     rung = health.next_rung(
-        node.repair_step, node.uuid in p.machines, Feature.REBOOT in p.features,
+        node.repair_step, _has_machine(p, node), Feature.REBOOT in p.features,
         Feature.REBUILD in p.features, host_up,
     )  # fmt: skip
     why = node.reason or "unhealthy"
@@ -239,6 +266,12 @@ def _climb(p: Pass, node: Node) -> None:
     p.driver_ops.append(DriverOp(rung, node.uuid, params, ""))
     p.set(node, repair_step=health.RUNGS.index(rung) + 1, repair_at=p.now)
     p.look_again(p.now + wait)
+
+
+def _has_machine(p: Pass, node: Node) -> bool:
+    """Whether the node still has a machine a reboot or a rebuild could work on."""
+    m = p.machines.get(node.uuid)
+    return m is not None and m.state is not MachineState.DELETING
 
 
 def _sole_master(p: Pass) -> bool:

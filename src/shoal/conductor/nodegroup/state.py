@@ -164,13 +164,13 @@ class Pass:
         """Whether `node`'s machine may go now: its Node cordoned and its pods evicted,
         or the drain timeout passed (then an event says what was left), or there is
         nothing to drain (no Kubernetes read, a node never ready, a machine in
-        ERROR, no Node object). Decided once a pass per node."""
+        ERROR or being deleted, no Node object). Decided once a pass per node."""
         done = self._drain_steps.get(node.uuid)
         if done is not None:
             return done
         m = self.machines.get(node.uuid)
         step = Drain.SKIP
-        alive = m is not None and m.state is not MachineState.ERROR
+        alive = m is not None and m.state not in (MachineState.ERROR, MachineState.DELETING)
         if self.kube is not None and node.ready_at is not None and node.name and alive:
             started = self.memory.drains.get(node.uuid)
             step = kubenodes.drain_step(
