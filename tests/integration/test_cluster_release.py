@@ -101,8 +101,8 @@ def test_a_group_added_later_records_its_provider(env: Env) -> None:
     assert east.asked == [cid] and west.asked == [cid]
 
 
-def test_migration_0014_records_the_providers_of_existing_clusters(tmp_path: Path) -> None:
-    db = Database(f"sqlite:///{tmp_path / 'old.db'}")
+def test_migration_0014_records_the_providers_of_existing_clusters(db_url: str) -> None:
+    db = Database(db_url)
     try:
         migrations.upgrade(db, "0013")
         clusters, groups = table_of(ClusterRow), table_of(NodeGroupRow)
