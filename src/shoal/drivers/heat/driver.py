@@ -39,6 +39,7 @@ from shoal.drivers.heat import cluster_stack as cs
 from shoal.drivers.heat import members as mb
 from shoal.drivers.heat import templates
 from shoal.drivers.heat.cloud import Cloud
+from shoal.drivers.heat.servers import ServerReads
 from shoal.drivers.heat.settings import HeatSettings
 
 FEATURES = frozenset({Feature.PER_GROUP, Feature.RELEASE})
@@ -78,6 +79,7 @@ class HeatDriver:
         self._locks: dict[str, threading.Lock] = {}
         self._locks_lock = threading.Lock()
         self.clusters = cs.ClusterStacks(cloud, self.deployment, self._lock)
+        self.servers = ServerReads(cloud.servers)
 
     # ------------------------------------------------------------ facts
     def capabilities(self) -> Capabilities:
@@ -170,6 +172,7 @@ class HeatDriver:
             self.cloud.patch_stack(
                 name, stack["id"], {**update.parameters(), **extra}, _files(update)
             )
+        self._wrote(request.nodegroup_id)
 
     def _with_server(self, request: GroupRequest) -> set[str]:
         """The group's members that have a server in Nova (machine ids): one call."""
@@ -212,6 +215,7 @@ class HeatDriver:
             if stack is None or stack["stack_status"] == "DELETE_IN_PROGRESS":
                 return
             self.cloud.delete_stack(name, stack["id"])
+            self._wrote(nodegroup_id)
 
     # ------------------------------------------------------------ per machine
     def ensure_machine(self, spec: MachineSpec) -> Machine:
@@ -257,6 +261,11 @@ class HeatDriver:
             update = mb.plan(current, keep)
             if update is not None:
                 self.cloud.patch_stack(name, stack["id"], update.parameters(), _files(update))
+                self._wrote(nodegroup_id)
+
+    def _wrote(self, nodegroup_id: str) -> None:
+        """The group changed: its next listing reads Nova's servers afresh."""
+        self.servers.forget(mb.nova_tag(TAG_NODEGROUP, nodegroup_id))
 
     def list_group(
         self, nodegroup_id: str, tags: Mapping[str, str]
@@ -301,7 +310,11 @@ class HeatDriver:
             for s in stacks
         ]
         query = [self._dep_tag(), *(mb.nova_tag(k, v) for k, v in sorted(tags.items()))]
-        return mb.machines(views, self.cloud.servers(query), tags)
+        # One group's stack Heat works on: its servers may be a few seconds old (servers.py).
+        working = (
+            len(views) == 1 and TAG_NODEGROUP in tags and views[0].status.endswith("IN_PROGRESS")
+        )
+        return mb.machines(views, self.servers.read(query, working), tags)
 
     def reboot_machine(self, machine_id: str) -> None:
         raise PermanentError("the heat driver does not reboot a server (its stack owns it)")
