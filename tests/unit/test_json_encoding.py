@@ -1,12 +1,15 @@
 """The hot read routes' JSON encoding (api/deps.py): orjson, the same bytes as the
-standard library's compact form, and the standard library for what orjson refuses."""
+standard library's compact form, and the standard library for what orjson refuses;
+timestamps (api/serializers.py: ts) always with their microseconds."""
 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 from shoal.api import deps
+from shoal.api.serializers import ts
 
 
 def stdlib(obj: Any) -> bytes:
@@ -34,3 +37,10 @@ def test_same_bytes_as_the_standard_library() -> None:
 def test_what_orjson_refuses_is_encoded_by_the_standard_library() -> None:
     for obj in ({"big": 2**70}, {"options": {1: "int key"}}):
         assert deps.encode_json(obj) == stdlib(obj)
+
+
+def test_timestamps_always_carry_microseconds() -> None:
+    whole = datetime(2026, 11, 28, 10, 0, 0, 0, tzinfo=UTC)
+    assert ts(whole) == "2026-11-28T10:00:00.000000+00:00"
+    assert ts(whole.replace(microsecond=120)) == "2026-11-28T10:00:00.000120+00:00"
+    assert ts(None) is None
