@@ -272,15 +272,17 @@ def api_under_load(
                 )
             )
         for label, read in reads.items():
+            cpu0 = dep.cpu_seconds()
             samples, wall = _timed_together(dep, read, readers, repeat)
+            cpu_ms = 1000 * (dep.cpu_seconds() - cpu0) / len(samples)
             p50, p99 = _percentiles(samples)
             rows.append(
                 Row(
                     f"{label}, {readers} readers (ms p50)",
                     n,
                     p50,
-                    note=f"p99 {p99:.1f} ms; {len(samples) / wall:.0f} requests/s; "
-                    f"{readers} clients at once, {repeat} requests each",
+                    note=f"p99 {p99:.1f} ms; {len(samples) / wall:.0f} requests/s, server CPU "
+                    f"{cpu_ms:.1f} ms each; {readers} clients at once, {repeat} requests each",
                 )
             )
         small = [
