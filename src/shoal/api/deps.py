@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote, urlencode
 
+import orjson
 from fastapi import Depends, Request, Response
 
 from shoal import keys
@@ -234,5 +235,14 @@ def json_response(obj: Any, status_code: int = 200) -> Response:
     first, which costs more than the query for big objects (56 ms for a page of
     1,000 nodes); the hot read routes return this instead.
     """
-    body = json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
-    return Response(body, status_code=status_code, media_type="application/json")
+    return Response(encode_json(obj), status_code=status_code, media_type="application/json")
+
+
+def encode_json(obj: Any) -> bytes:
+    """Compact UTF-8 JSON: orjson (several times faster than the standard library on a
+    page of 1,000 nodes), the standard library for what orjson refuses (an integer
+    beyond 64 bits, a key that is not a string); the same JSON either way."""
+    try:
+        return orjson.dumps(obj)
+    except orjson.JSONEncodeError:
+        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()

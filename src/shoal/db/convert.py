@@ -14,9 +14,10 @@ from shoal.domain import specs
 # A node group's counts and provider are columns, not part of its JSON spec.
 _COLUMNS = ("node_count", "min_node_count", "max_node_count", "provider")
 
-# A Core row that selects all of a table's columns reads like that table's ORM
-# object (attribute access by column name): the hot reads convert those instead.
-CoreRow: TypeAlias = Row[*tuple[Any, ...]]
+# A Core row that selects all of a table's columns, or its record (repo/paging.py:
+# records), reads like that table's ORM object (attribute access by column name):
+# the hot reads convert those instead.
+CoreRow: TypeAlias = Row[*tuple[Any, ...]] | Any  # a record: a named tuple made at run time
 
 
 def ngt_spec_to_json(spec: m.NodeGroupSpec) -> dict[str, Any]:

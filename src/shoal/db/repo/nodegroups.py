@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import case, func, select
+from sqlalchemy import bindparam, case, func, select
 from sqlalchemy.orm import Session
 
 from shoal.db import convert
@@ -108,12 +108,15 @@ def find_any_row(session: Session, scope: Scope, ident: str) -> NodeGroupRow:
     return row
 
 
+_OF_CLUSTER = (
+    select(NodeGroupRow)
+    .where(NodeGroupRow.cluster_uuid == bindparam("cluster_uuid"))
+    .order_by(NodeGroupRow.id)
+)
+
+
 def of_cluster(session: Session, cluster_uuid: str) -> list[m.NodeGroup]:
-    rows = session.scalars(
-        select(NodeGroupRow)
-        .where(NodeGroupRow.cluster_uuid == cluster_uuid)
-        .order_by(NodeGroupRow.id)
-    )
+    rows = session.scalars(_OF_CLUSTER, {"cluster_uuid": cluster_uuid})
     return [convert.nodegroup_from_row(r) for r in rows]
 
 
@@ -127,20 +130,24 @@ def list_page(
     return [convert.nodegroup_from_row(r) for r in rows]
 
 
+# Built once (every GET of a cluster or a node group counts its nodes).
+_LIVE = (
+    select(
+        NodeRow.nodegroup_uuid,
+        func.count(),
+        func.sum(case((NodeRow.state == m.NodeState.ACTIVE.value, 1), else_=0)),
+        func.sum(case((NodeRow.state == m.NodeState.ERROR.value, 1), else_=0)),
+    )
+    .where(NodeRow.nodegroup_uuid.in_(bindparam("group_uuids", expanding=True)))
+    .group_by(NodeRow.nodegroup_uuid)
+)
+
+
 def live(session: Session, group_uuids: Sequence[str]) -> dict[str, Live]:
     """Node totals per group, one grouped query."""
     if not group_uuids:
         return {}
-    rows = session.execute(
-        select(
-            NodeRow.nodegroup_uuid,
-            func.count(),
-            func.sum(case((NodeRow.state == m.NodeState.ACTIVE.value, 1), else_=0)),
-            func.sum(case((NodeRow.state == m.NodeState.ERROR.value, 1), else_=0)),
-        )
-        .where(NodeRow.nodegroup_uuid.in_(group_uuids))
-        .group_by(NodeRow.nodegroup_uuid)
-    )
+    rows = session.execute(_LIVE, {"group_uuids": list(group_uuids)})
     out = {u: Live() for u in group_uuids}
     for gu, total, ready, failed in rows:
         out[gu] = Live(int(total), int(ready or 0), int(failed or 0))
