@@ -79,7 +79,7 @@ class HeatDriver:
         self._locks: dict[str, threading.Lock] = {}
         self._locks_lock = threading.Lock()
         self.clusters = cs.ClusterStacks(cloud, self.deployment, self._lock)
-        self.servers = ServerReads(cloud.servers)
+        self.servers = ServerReads(lambda query: self.cloud.servers(query))
 
     # ------------------------------------------------------------ facts
     def capabilities(self) -> Capabilities:
