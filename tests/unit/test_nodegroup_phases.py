@@ -357,11 +357,11 @@ def test_a_group_its_provider_works_on_is_looked_at_within_the_group_poll(
     [
         # a per-machine provider: a quarter of the time the deletes have taken (40 s)
         (None, pacing.MOVING_FRACTION * 40),
-        (GroupReport("stack-1", GroupState.DELETING), pacing.GROUP_POLL_S),
+        (GroupReport("stack-1", GroupState.DELETING), pacing.GROUP_DELETE_POLL_S),
         (GroupReport("stack-1", GroupState.COMPLETE), pacing.MOVING_FRACTION * 40),
     ],
 )
-def test_a_group_its_provider_deletes_whole_is_looked_at_within_the_group_poll(
+def test_a_group_its_provider_deletes_whole_is_looked_at_within_the_delete_poll(
     report: GroupReport | None, due_in_s: float
 ) -> None:
     """A group being deleted for 40 s, nothing learned of its deletes: looked at again

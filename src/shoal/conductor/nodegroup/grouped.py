@@ -9,13 +9,14 @@ the provider becomes the node group's stack_id. Its failure reaches the status t
 its members: a member without a server in a failed group is in ERROR with the group's
 reason, in the provider's words.
 
-While its provider works on the group (from the pass that sends its membership, or asks
-for its deletion, until the report says it is done or gone) the group is looked at
-every `pacing.GROUP_POLL_S` at most apart: when its members come up (or go) is the
-provider's doing (Heat triggers one member a second, the new ones among the
-unchanged), not the boot time the conductor learned from the
-group's first machines, which would leave a grown group unobserved that long. Its
-listing is the same two calls whatever the group's size.
+While its provider works on the group (from the pass that sends its membership until the
+report says it is done) the group is looked at every `pacing.GROUP_POLL_S` at most
+apart: when its members come up is the provider's doing (Heat triggers one member a
+second, the new ones among the unchanged), not the boot time the conductor learned from
+the group's first machines, which would leave a grown group unobserved that long. While
+the provider deletes the group whole, every `pacing.GROUP_DELETE_POLL_S`: each look reads
+its stack, and a second's looks slowed Heat's deletes. Its listing is the same two calls
+whatever the group's size.
 """
 
 from __future__ import annotations
@@ -53,8 +54,11 @@ def listing(
 def record(p: Pass, report: GroupReport | None, period: float) -> None:
     """What the pass keeps of the group's report: its ref, written when new (a group made
     again after it was deleted outside shoal gets a new one); while the provider works
-    on the group, a look again within `period` (at most `pacing.GROUP_POLL_S`)."""
-    if report is not None and report.state in WORKING:
+    on the group, a look again within `period` (at most `pacing.GROUP_POLL_S`; while it
+    deletes the group whole, in `pacing.GROUP_DELETE_POLL_S`)."""
+    if report is not None and report.state is GroupState.DELETING:
+        p.look_again(p.now + timedelta(seconds=pacing.GROUP_DELETE_POLL_S))
+    elif report is not None and report.state in WORKING:
         working(p, period)
     if report is None or report.state in (GroupState.ABSENT, GroupState.DELETING):
         return
