@@ -113,10 +113,7 @@ def test_migration_0014_records_the_providers_of_existing_clusters(db_url: str) 
             for name, provider in (("a", "west"), ("b", None), ("c", "west")):
                 conn.execute(insert(groups).values(
                     uuid=f"g-{name}", cluster_uuid="c-used", project_id="p", name=name,
-                    role="worker", spec={}))  # fmt: skip
-                if provider is not None:
-                    conn.execute(groups.update().where(groups.c.uuid == f"g-{name}")
-                                 .values(provider=provider))  # fmt: skip
+                    role="worker", spec={}, provider=provider))  # fmt: skip
         migrations.upgrade(db)
         with db.write_engine.connect() as conn:
             got = dict(conn.execute(select(clusters.c.uuid, clusters.c.providers)).all())
