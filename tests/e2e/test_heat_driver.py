@@ -332,8 +332,9 @@ def test_the_cluster_stack_holds_its_server_groups_and_goes_with_the_cluster(
     """The driver on its own: two groups applied at once make one cluster stack with a
     server group each (sent in one create or update), which their members join and an
     operator's template reads as `server_group`; growth joins the same one;
-    `release_cluster` deletes a group stack left behind, then the cluster stack and its
-    server groups; a project out of server group quota is BlockedError(QUOTA). A server
+    `begin_release` deletes the cluster stack and its server groups while a group's
+    members still stand, `release_cluster` then deletes a group stack left behind and
+    confirms; a project out of server group quota is BlockedError(QUOTA). A server
     group deleted in Nova behind shoal's back is noticed when a member fails on it, and
     replaced (issue 25)."""
     import threading
@@ -469,6 +470,16 @@ def test_the_cluster_stack_holds_its_server_groups_and_goes_with_the_cluster(
     assert cluster_stack is not None and cluster_stack["stack_status"] == "UPDATE_COMPLETE"
 
     driver.delete_group("c1-m")  # c1-w is left behind: release deletes it first
+    # The early release: the cluster stack goes beside the group stacks, its server
+    # groups before their members (c1-w's servers stay until its stack goes).
+    driver.begin_release("p", "c1")
+    s.wait(
+        lambda: cs.stack_name("cs", "c1") not in stack_names(s),
+        "the cluster stack deleted beside the group stacks",
+        timeout=300,
+    )
+    assert mb.stack_name("cs", "c1-w") in stack_names(s) and server_groups(s) == {}
+    assert len(driver.list_machines({"shoal-nodegroup": "c1-w"})) == 4
 
     def released(cluster: str) -> bool:
         try:

@@ -16,7 +16,7 @@ from shoal.db import migrations
 from shoal.db.engine import Database
 from shoal.db.tables import ClusterRow, NodeGroupRow, table_of
 from shoal.domain import model as m
-from shoal.drivers.contract import Feature, TransientError
+from shoal.drivers.contract import TAG_CLUSTER, Feature, TransientError
 from shoal.drivers.sim.driver import SimDriver
 from shoal.drivers.sim.world import SimWorld
 from shoal.services import nodegroups
@@ -40,6 +40,28 @@ class ReleasingSim(SimDriver):
         self.asked.append(cluster_id)
         if self.down:
             raise TransientError("the cloud does not answer")
+
+
+class EarlySim(ReleasingSim):
+    """A releasing sim whose release may start beside the groups' deletion (feature
+    RELEASE_EARLY): each ask is recorded with the cluster's machines left then."""
+
+    def __init__(self, world: SimWorld) -> None:
+        super().__init__(world)
+        self.features = self.features | {Feature.RELEASE_EARLY}
+        self.seen: list[tuple[str, str, int]] = []  # (ask, cluster, its machines left)
+
+    def begin_release(self, project_id: str, cluster_id: str) -> None:
+        self.seen.append(("begin", cluster_id, self._left(cluster_id)))
+        if self.down:
+            raise TransientError("the cloud does not answer")
+
+    def release_cluster(self, project_id: str, cluster_id: str) -> None:
+        self.seen.append(("release", cluster_id, self._left(cluster_id)))
+        super().release_cluster(project_id, cluster_id)
+
+    def _left(self, cluster_id: str) -> int:
+        return len(self.list_machines({TAG_CLUSTER: cluster_id}))
 
 
 @pytest.fixture
@@ -99,6 +121,42 @@ def test_a_group_added_later_records_its_provider(env: Env) -> None:
     env.delete(cid)
     env.step_until(lambda: env.cluster(cid) is None)
     assert east.asked == [cid] and west.asked == [cid]
+
+
+@pytest.fixture
+def early(tmp_path: Path) -> Iterator[Env]:
+    worlds = {"east": f"sqlite:///{tmp_path / 'east.db'}"}
+    with env_at(f"sqlite:///{tmp_path / 'shoal.db'}", worlds=worlds, driver=EarlySim) as e:
+        yield e
+
+
+def test_an_early_release_starts_beside_the_groups_deletion_and_is_confirmed(
+    early: Env,
+) -> None:
+    east = driver(early, "east")
+    assert isinstance(east, EarlySim)
+    cid = early.create("c4", [MASTER, WORKER])
+    early.step_until(early.complete(cid))
+    assert east.seen == []
+    early.delete(cid)
+    early.step_until(lambda: early.cluster(cid) is None)
+    begins = [left for ask, c, left in east.seen if (ask, c) == ("begin", cid)]
+    assert begins and begins[0] == 3  # asked while the cluster's 3 machines were there
+    assert east.seen[0][0] == "begin"
+    assert [(ask, left) for ask, c, left in east.seen if ask == "release"] == [("release", 0)]
+
+
+def test_an_early_release_refused_does_not_hold_the_deletion(early: Env) -> None:
+    east = driver(early, "east")
+    assert isinstance(east, EarlySim)
+    cid = early.create("c5", [MASTER])
+    early.step_until(early.complete(cid))
+    east.down = True
+    early.delete(cid)
+    early.step_until(lambda: not early.servers(cid) and east.asked.count(cid) >= 1)
+    east.down = False
+    early.step_until(lambda: early.cluster(cid) is None)
+    assert ("begin", cid, 1) in east.seen
 
 
 def test_migration_0014_records_the_providers_of_existing_clusters(db_url: str) -> None:

@@ -11,6 +11,7 @@ group is gone, after which the API answers 404).
 from __future__ import annotations
 
 import functools
+import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import cast
@@ -23,9 +24,16 @@ from shoal.domain import conditions as cond
 from shoal.domain import release as rel
 from shoal.domain import status as st
 from shoal.domain.model import ROLE_MASTER, Cluster, Condition
-from shoal.drivers.contract import ApiLoadBalancingDriver, Feature, ReleasingDriver
+from shoal.drivers.contract import (
+    ApiLoadBalancingDriver,
+    EarlyReleasingDriver,
+    Feature,
+    ReleasingDriver,
+    TransientError,
+)
 
 API_PORT = 6443
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -220,6 +228,21 @@ def health(p: Pass, outcome: st.Outcome) -> None:
         p.w.health = (status, reason)
 
 
+def begin_release(ctx: Context, c: Cluster) -> None:
+    """Drivers whose cluster-wide things nothing needs while the groups are deleted
+    (feature RELEASE_EARLY: a Heat cluster stack's server groups) start removing them
+    now, beside the groups; `release` confirms it later. A refusal only waits for it."""
+    early = [n for n, prov in ctx.providers.items() if prov.has(Feature.RELEASE_EARLY)]
+    for name in rel.targets(c.providers, early, ctx.default_provider):
+        prov = ctx.providers[name]
+        driver = cast(EarlyReleasingDriver, prov.driver)
+        try:
+            ctx.call(prov, functools.partial(driver.begin_release, c.project_id, c.uuid))
+        except TransientError as exc:
+            log.info("cluster %s: %s's early release waits for its release: %s",
+                     c.uuid, name, exc.reason)  # fmt: skip
+
+
 def release(ctx: Context, c: Cluster) -> None:
     """Drivers that made things for the cluster besides machines (feature RELEASE)
     remove them, now that no machine is left and before its credential goes: those
@@ -242,6 +265,7 @@ def _delete_path(ctx: Context, p: Pass) -> None:
             ctx.delegations.forget(c.uuid)
         p.w.delete_cluster = True
         return
+    begin_release(ctx, c)
     p.w.mark_groups_deleting = [g.uuid for g in p.snap.groups if not g.deleting]
     msg = f"deleting {len(p.snap.groups)} node group(s)"
     p.conds = cond.set_false(p.conds, cond.READY, cond.DELETION_IN_PROGRESS, msg, p.now)

@@ -107,6 +107,8 @@ class Feature(enum.StrEnum):
     PER_GROUP = "per-group"  # realises a whole node group at once (GroupDriver)
     HOSTED = "hosted"  # machines are VMs on the virt hosts of each cluster (VirtHosts)
     RELEASE = "release"  # makes things per cluster besides machines (ReleasingDriver)
+    # its release may start beside its groups' deletion (EarlyReleasingDriver)
+    RELEASE_EARLY = "release-early"
     # reserve_address is a load balancer in front of every master (ApiLoadBalancingDriver)
     API_LOAD_BALANCER = "api-load-balancer"
 
@@ -423,6 +425,20 @@ class ReleasingDriver(Driver, Protocol):
     def release_cluster(self, project_id: str, cluster_id: str) -> None:
         """Remove what the driver made for the cluster besides machines (what is in
         use by a machine stays). Idempotent. Raises TransientError only."""
+        ...
+
+
+@runtime_checkable
+class EarlyReleasingDriver(ReleasingDriver, Protocol):
+    """A releasing driver whose cluster-wide things nothing needs while the cluster's
+    groups are deleted (Nova server groups: their members may outlive them), so their
+    deletion may start beside the groups' (feature RELEASE_EARLY): the conductor calls
+    `begin_release` on each pass over a cluster being deleted that still has groups;
+    `release_cluster` still follows once every machine is gone, and confirms."""
+
+    def begin_release(self, project_id: str, cluster_id: str) -> None:
+        """Start removing what the driver made for the cluster; never waits for it.
+        Idempotent and cheap when asked again. Raises TransientError only."""
         ...
 
 

@@ -21,6 +21,7 @@ from shoal.drivers.heat.settings import HeatSettings
 from shoal.options import SettingsError
 
 COMPUTE_MICROVERSION = "2.26"  # server tags, and the tags filter of a listing
+IDS_KEPT = 10_000  # stack ids one process remembers by name
 
 
 def load(settings: HeatSettings) -> Any:
@@ -44,6 +45,8 @@ class Cloud:
         self._region = region
         self._conn: Connection | None = None
         self._lock = threading.Lock()
+        self._ids: dict[str, str] = {}  # stack name -> its id, as last read (stack())
+        self._ids_lock = threading.Lock()
 
     def conn(self) -> Connection:
         with self._lock:
@@ -87,8 +90,27 @@ class Cloud:
 
     # ------------------------------------------------------------------ Heat
     def stack(self, name: str) -> dict[str, Any] | None:
-        """The stack named `name` with its parameters (outputs unresolved), or None."""
-        found = self.json("orchestration", f"/stacks/{name}", params={"resolve_outputs": False})
+        """The stack named `name` with its parameters (outputs unresolved), or None. Read
+        by its id once known: by name alone, Heat's API answers with a redirect to the
+        id, one more request and one more call to its engine. A stack gone by that id is
+        looked up by name again (one made anew under the name is found)."""
+        known = self._ids.get(name)
+        if known is not None:
+            stack = self._read(f"/stacks/{name}/{known}")
+            if stack is not None:
+                return stack
+            with self._ids_lock:
+                self._ids.pop(name, None)
+        stack = self._read(f"/stacks/{name}")
+        if stack is not None:
+            with self._ids_lock:
+                self._ids[name] = str(stack["id"])
+                while len(self._ids) > IDS_KEPT:  # bounded: the oldest are looked up again
+                    self._ids.pop(next(iter(self._ids)))
+        return stack
+
+    def _read(self, path: str) -> dict[str, Any] | None:
+        found = self.json("orchestration", path, params={"resolve_outputs": False})
         if found is None:
             return None
         stack: dict[str, Any] = found["stack"]

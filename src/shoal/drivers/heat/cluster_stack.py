@@ -14,7 +14,10 @@ a kept member never changes) and the group stack gets the optional parameter
 `server_group` when its template declares it.
 
 It is created, or updated with a PATCH that sends the new template, before a group
-stack needs it, and deleted by `release_cluster` once the group stacks are gone.
+stack needs it. Its delete is asked as soon as the cluster is being deleted
+(`begin_release`, beside the group stacks': a server group may go before its
+members), and `release_cluster` confirms it once the group stacks are gone (asking
+again what failed).
 Placement groups asked by several groups at once are sent in one create or update
 (`pending`). The plain-value parts (template, what is missing, the hinted update) are
 functions below the class.
@@ -62,6 +65,7 @@ GROUP_PARAMETER = "server_group"  # the optional parameter of a group template
 TAG_STACK = "shoal-stack"
 WAIT_S = 60.0  # how long one call waits for the cluster stack to settle
 POLL_S = 0.5
+BEGUN_KEPT = 10_000  # cluster stacks whose early delete one process remembers
 REPAIRS = 1  # updates of a failed cluster stack one call makes before it reports it
 
 
@@ -94,6 +98,8 @@ class ClusterStacks:
         self._pending_lock = threading.Lock()
         # stack name -> ((its id, its updated_time), its output): read again once it changed
         self._outputs: dict[str, tuple[tuple[str, str], dict[str, str]]] = {}
+        # the cluster stacks `begin_release` asked Heat to delete (insertion-ordered)
+        self._begun: dict[str, None] = {}
 
     # ------------------------------------------------------------ server groups
     def server_groups(
@@ -240,6 +246,33 @@ class ClusterStacks:
         self._patch(name, stack_id, groups)
 
     # ------------------------------------------------------------ release
+    def begin_release(self, cluster_id: str) -> None:
+        """The cluster is being deleted: delete its stack now, beside its group stacks
+        (Nova lets a server group go before its members). Asks Heat once per cluster
+        and process; `release` confirms. TransientError only."""
+        name = stack_name(self.deployment, cluster_id)
+        if name in self._begun:
+            return
+        try:
+            with self._lock(name):
+                self._forget(name)
+                stack = self.cloud.stack(name)
+                if stack is not None and stack.get("stack_status") != "DELETE_IN_PROGRESS":
+                    self.cloud.delete_stack(name, str(stack["id"]))
+        except TransientError:
+            raise
+        except DriverError as exc:
+            raise TransientError(f"cannot delete the cluster stack {name}: {exc.reason}") from exc
+        with self._pending_lock:
+            self._begun[name] = None
+            while len(self._begun) > BEGUN_KEPT:  # bounded: the oldest asks are forgotten
+                self._begun.pop(next(iter(self._begun)))
+
+    def _forget(self, name: str) -> None:
+        self._outputs.pop(name, None)
+        with self._pending_lock:
+            self._pending.pop(name, None)
+
     def release(self, cluster_id: str) -> None:
         """Delete the cluster's stack once its group stacks are gone (a group stack of
         the cluster no node group holds any more is deleted first). Waits at most
@@ -247,10 +280,10 @@ class ClusterStacks:
         name = stack_name(self.deployment, cluster_id)
         try:
             with self._lock(name):
-                self._outputs.pop(name, None)
-                with self._pending_lock:
-                    self._pending.pop(name, None)
+                self._forget(name)
                 self._release(name, cluster_id)
+            with self._pending_lock:
+                self._begun.pop(name, None)
         except TransientError:
             raise
         except DriverError as exc:

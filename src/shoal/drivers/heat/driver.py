@@ -42,7 +42,7 @@ from shoal.drivers.heat.cloud import Cloud
 from shoal.drivers.heat.servers import ServerReads
 from shoal.drivers.heat.settings import HeatSettings
 
-FEATURES = frozenset({Feature.PER_GROUP, Feature.RELEASE})
+FEATURES = frozenset({Feature.PER_GROUP, Feature.RELEASE, Feature.RELEASE_EARLY})
 PACE_S = 2.0  # a stack update takes seconds at least (Capabilities.pace_seconds)
 # The node group options this driver knows (`provider_options`), with what each does.
 OPTIONS = {
@@ -207,6 +207,11 @@ class HeatDriver:
         """Delete the cluster's cluster stack (its server groups) once its group stacks
         are gone (cluster_stack.py). TransientError only."""
         self.clusters.release(cluster_id)
+
+    def begin_release(self, project_id: str, cluster_id: str) -> None:
+        """The cluster is being deleted: its cluster stack goes beside its group stacks
+        (cluster_stack.py). TransientError only."""
+        self.clusters.begin_release(cluster_id)
 
     def delete_group(self, nodegroup_id: str) -> None:
         name = mb.stack_name(self.deployment, nodegroup_id)
