@@ -503,3 +503,62 @@ def test_the_cluster_stack_holds_its_server_groups_and_goes_with_the_cluster(
     s.wait(lambda: released("c2"), "the failed cluster stack released", timeout=300)
     assert stack_names(s) == [] and server_groups(s) == {}
     the_cloud.close()
+
+
+def test_a_server_no_stack_holds_is_deleted_once_its_group_stack_is_gone(
+    openstack_heat: OpenStackCloud, tmp_path: Path
+) -> None:
+    """Heat can lose a group's servers: a nested stack whose create RPC timed out in Heat's
+    own engine (MessagingTimeout) keeps making its servers, and the group stack made
+    again holds another; once the group stack is deleted, those first servers are held
+    by no stack and Heat never deletes them. Such a server (shoal's tags, its group's
+    stack gone) is deleted in Nova by the group's listing, and by `delete_machine`,
+    instead of being reported as going forever."""
+    from shoal.drivers.contract import GroupState, MachineState
+    from shoal.drivers.heat.cloud import Cloud, load
+    from shoal.drivers.heat.driver import HeatDriver
+    from shoal.drivers.heat.settings import HeatSettings
+    from tests.support.openstack_project import shoal_project
+
+    cloud = openstack_heat
+    project = shoal_project(cloud, "heat-lost")
+    settings = HeatSettings(
+        cloud=project.entry,
+        clouds_yaml=str(project.clouds_yaml(tmp_path / "clouds.yaml")),
+        deployment="lost",
+    )
+    the_cloud = Cloud(load(settings))
+    driver = HeatDriver(settings, the_cloud)
+    driver.check()
+    s = ShoalOnNova(cloud, project, tmp_path, "lost")
+
+    def lost(node: str, group: str) -> str:
+        meta = {"shoal-deployment": "lost", "shoal-cluster": "c1", "shoal-nodegroup": group,
+                "shoal-node": node, "shoal-role": "worker"}  # fmt: skip
+        conn = cloud.connection(project.creds)
+        try:
+            server = conn.compute.create_server(
+                name=node, image_id=cloud.image_id, flavor_id=cloud.flavor_small.id,
+                networks=[{"uuid": cloud.network_id}], metadata=meta,
+                tags=[mb.nova_tag(k, v) for k, v in meta.items()],
+            )  # fmt: skip
+            return str(server.id)
+        finally:
+            conn.close()
+
+    def nova_ids() -> set[str]:
+        return {str(x.id) for x in s.project.servers()}
+
+    first = lost("n1", "g1")
+    s.wait(lambda: first in nova_ids(), "the lost server in Nova")
+    machines, report = driver.list_group("g1", {})
+    assert report.state is GroupState.ABSENT
+    assert [(m.machine_id, m.state) for m in machines] == [("n1", MachineState.DELETING)]
+    s.wait(lambda: first not in nova_ids(), "the lost server deleted", timeout=300)
+
+    second = lost("n2", "g2")
+    s.wait(lambda: second in nova_ids(), "the second lost server in Nova")
+    driver.delete_machine("n2")
+    s.wait(lambda: second not in nova_ids(), "the second lost server deleted", timeout=300)
+    assert s.project.wait_empty() == []
+    the_cloud.close()

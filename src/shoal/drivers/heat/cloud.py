@@ -151,6 +151,10 @@ class Cloud:
         )
         return list((found or {}).get("servers", []))
 
+    def delete_server(self, server_id: str) -> None:
+        """Nova deletes the server (one no stack holds); gone already is done."""
+        self.call("compute", "DELETE", f"/servers/{server_id}", ok=(204,))
+
     def zones(self) -> list[dict[str, Any]]:
         found = self.json("compute", "/os-availability-zone")
         return list((found or {}).get("availabilityZoneInfo", []))

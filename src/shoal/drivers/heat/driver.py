@@ -13,6 +13,7 @@ deletes.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -42,6 +43,7 @@ from shoal.drivers.heat.cloud import Cloud
 from shoal.drivers.heat.servers import ServerReads
 from shoal.drivers.heat.settings import HeatSettings
 
+log = logging.getLogger(__name__)
 FEATURES = frozenset({Feature.PER_GROUP, Feature.RELEASE, Feature.RELEASE_EARLY})
 PACE_S = 2.0  # a stack update takes seconds at least (Capabilities.pace_seconds)
 # The node group options this driver knows (`provider_options`), with what each does.
@@ -241,10 +243,12 @@ class HeatDriver:
                        flavor_id=spec.flavor_id)  # fmt: skip
 
     def delete_machine(self, machine_id: str) -> None:
-        for server in self.cloud.servers([self._dep_tag(), mb.nova_tag(TAG_NODE, machine_id)]):
+        servers = self.cloud.servers([self._dep_tag(), mb.nova_tag(TAG_NODE, machine_id)])
+        for server in servers:
             group = (server.get("metadata") or {}).get(TAG_NODEGROUP)
             if group:
-                self._remove(group, machine_id)
+                if not self._remove(group, machine_id):  # its stack is gone
+                    self._delete_unheld(group, servers)
                 return
         for stack in self.cloud.stacks([self._dep_tag()]):
             if cs.is_cluster_stack(self.deployment, stack["stack_name"]):
@@ -255,18 +259,20 @@ class HeatDriver:
                 self._remove(group, machine_id)
                 return
 
-    def _remove(self, nodegroup_id: str, machine_id: str) -> None:
+    def _remove(self, nodegroup_id: str, machine_id: str) -> bool:
+        """The member removed from its group's stack; False when that stack is gone."""
         name = mb.stack_name(self.deployment, nodegroup_id)
         with self._lock(name):
             stack = self.cloud.stack(name)
             if stack is None:
-                return
+                return False
             current = mb.Group.of(stack.get("parameters"))
             keep = [e for e in current.members.values() if e.get("id") != machine_id]
             update = mb.plan(current, keep)
             if update is not None:
                 self.cloud.patch_stack(name, stack["id"], update.parameters(), _files(update))
                 self._wrote(nodegroup_id)
+            return True
 
     def _wrote(self, nodegroup_id: str) -> None:
         """The group changed: its next listing reads Nova's servers afresh."""
@@ -277,9 +283,12 @@ class HeatDriver:
     ) -> tuple[list[Machine], GroupReport]:
         """The group's machines and its stack: two calls (the stack, Nova's servers)."""
         stack = self.cloud.stack(mb.stack_name(self.deployment, nodegroup_id))
-        machines = self._machines([stack] if stack else [], {**tags, TAG_NODEGROUP: nodegroup_id})
         if stack is None:
-            return machines, GroupReport(None, GroupState.ABSENT)
+            tags = {**tags, TAG_NODEGROUP: nodegroup_id}
+            servers = self.servers.read(self._query(tags), False)
+            self._delete_unheld(nodegroup_id, servers)
+            return mb.machines([], servers, tags), GroupReport(None, GroupState.ABSENT)
+        machines = self._machines([stack], {**tags, TAG_NODEGROUP: nodegroup_id})
         status = str(stack.get("stack_status") or "")
         state = (
             GroupState.DELETING if status.startswith("DELETE")
@@ -314,12 +323,29 @@ class HeatDriver:
             )
             for s in stacks
         ]
-        query = [self._dep_tag(), *(mb.nova_tag(k, v) for k, v in sorted(tags.items()))]
+        query = self._query(tags)
         # One group's stack Heat works on: its servers may be a few seconds old (servers.py).
         working = (
             len(views) == 1 and TAG_NODEGROUP in tags and views[0].status.endswith("IN_PROGRESS")
         )
         return mb.machines(views, self.servers.read(query, working), tags)
+
+    def _query(self, tags: Mapping[str, str]) -> list[str]:
+        return [self._dep_tag(), *(mb.nova_tag(k, v) for k, v in sorted(tags.items()))]
+
+    def _delete_unheld(self, nodegroup_id: str, servers: Sequence[Mapping[str, Any]]) -> None:
+        """Servers of a group whose stack is gone: no stack holds them, so Heat never
+        deletes them (a nested stack Heat lost track of after an RPC timeout of its own
+        engine leaves its servers so). Deleted in Nova; listed DELETING meanwhile."""
+        for server in servers:
+            if mb.going(server):
+                continue
+            log.warning("node group %s: no Heat stack holds server %s (node %s); deleting it",
+                        nodegroup_id, server.get("id"),
+                        (server.get("metadata") or {}).get(TAG_NODE))  # fmt: skip
+            self.cloud.delete_server(str(server["id"]))
+        if servers:
+            self._wrote(nodegroup_id)
 
     def reboot_machine(self, machine_id: str) -> None:
         raise PermanentError("the heat driver does not reboot a server (its stack owns it)")

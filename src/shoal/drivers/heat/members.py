@@ -183,7 +183,8 @@ def machines(
     with a server is that server; one without is BUILDING while its stack works and in
     ERROR with the stack's reason once it failed; every member of a stack being deleted
     is DELETING until the stack is gone (ERROR if its delete failed, so that it is asked
-    again); a server of this deployment that no stack holds is being removed (DELETING).
+    again); a server of this deployment that no stack holds is being removed (DELETING:
+    by Heat while its group's stack exists, else by the driver, driver.py).
     Each member's machine carries its index in the stack (`provider_index`). A member
     Heat replaced behind shoal's back (marked unhealthy, then the stack updated) is its
     new server (`current_server`), its stopped old one BUILDING while Heat works
@@ -242,10 +243,10 @@ def current_server(a: Mapping[str, Any], b: Mapping[str, Any]) -> Mapping[str, A
     until the old one is gone both carry the node's tag. The machine is the one not on
     its way out, then the newer (Nova's `created`, then its id, so that the choice does
     not depend on the listing's order): the replacement, never the server Heat deletes."""
-    return max(a, b, key=lambda s: (not _going(s), str(s.get("created") or ""), str(s.get("id"))))
+    return max(a, b, key=lambda s: (not going(s), str(s.get("created") or ""), str(s.get("id"))))
 
 
-def _going(server: Mapping[str, Any]) -> bool:
+def going(server: Mapping[str, Any]) -> bool:
     status = str(server.get("status") or "").upper()
     return server.get("OS-EXT-STS:task_state") == "deleting" or status in GONE
 
@@ -281,7 +282,7 @@ def _machine(server: Mapping[str, Any]) -> Machine:
     meta: Mapping[str, Any] = server.get("metadata") or {}
     status = str(server.get("status") or "BUILD").upper()
     fault = None
-    if _going(server):
+    if going(server):
         state = MachineState.DELETING
     elif status == "ACTIVE":
         state = MachineState.ACTIVE
