@@ -215,7 +215,13 @@ def heat(layout: Layout) -> Path:
     constraint checks. Without it each member's validation looks its flavor and image
     up again (a nested stack is validated at its parent's create and again at its own):
     `bench heat`'s shoal side made 782 flavor calls to Nova over its create, 362 with
-    it (docs/benchmarks.md). In memory: one engine process."""
+    it (docs/benchmarks.md). In memory: one engine process.
+
+    `rpc_response_timeout = 300` (upstream 60): the engine calls itself to create a
+    nested stack and waits for the reply; on a loaded 2-core machine that call took
+    over 60 s (validating 20 members), Heat failed the group stack with
+    `MessagingTimeout` while the nested stack went on making its servers, and the
+    update after it made them a second time (docs/decisions.md, "Servers Heat lost")."""
     d = layout.dir("heat")
     d.mkdir(parents=True, exist_ok=True)
     root = layout.keystone_url.removesuffix("/v3")
@@ -224,6 +230,7 @@ def heat(layout: Layout) -> Path:
         f"""[DEFAULT]
 log_file = {d}/heat.log
 transport_url = fake://
+rpc_response_timeout = 300
 num_engine_workers = 1
 auth_encryption_key = {HEAT_AUTH_KEY}
 heat_metadata_server_url = {layout.heat_url}/
