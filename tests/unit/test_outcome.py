@@ -43,6 +43,7 @@ TRIGGERS: dict[str, dict[str, Any]] = {
     "rolling-out": {"rollout": RS.ROLLING, "rollout_note": "1 of 3 node(s) on the new revision"},
     "operating": {"operation_note": "operation reboot: 1 of 3 node(s) done"},
     "scaling-down": {"going": 1},
+    "provider-working": {"provider_working": "stack-1"},
     "provisioning": {},
 }
 
@@ -123,6 +124,13 @@ TABLE: list[tuple[dict[str, Any], str, Outcome, str, str | None]] = [
      f"{PROGRESS}, 1 being deleted"),
     ({"live": 4, "ready": 4}, "scaling-down", Outcome.IN_PROGRESS, cond.SCALING_DOWN,
      "4 of 3 node(s) ready"),
+    (TRIGGERS["provider-working"], "provider-working", Outcome.IN_PROGRESS,
+     cond.PROVIDER_WORKING, f"{PROGRESS}; waiting for its provider to finish its work on "
+     "stack-1"),
+    # Its members all there and ready, its provider still at work: not complete yet.
+    ({"ready": 3, "provider_working": "stack-1"}, "provider-working", Outcome.IN_PROGRESS,
+     cond.PROVIDER_WORKING, "3 of 3 node(s) ready; waiting for its provider to finish its "
+     "work on stack-1"),
     (TRIGGERS["provisioning"], "provisioning", Outcome.IN_PROGRESS, cond.PROVISIONING,
      PROGRESS),
     # An operation that ended this pass leaves its note on a group that is done.
@@ -190,6 +198,7 @@ PACE_TABLE: list[tuple[dict[str, Any], Requeue]] = [
     ({"deferred": True, "progressed": True}, Requeue.AT_ONCE),
     ({"deferred": True, **TRIGGERS["retrying"]}, Requeue.BACKOFF),
     (TRIGGERS["rolling-out"], Requeue.RECHECK),
+    ({"ready": 3, "provider_working": "stack-1"}, Requeue.RECHECK),  # its provider paces
     (TRIGGERS["provisioning"], Requeue.RECHECK),
 ]
 

@@ -29,6 +29,7 @@ KUBERNETES_API = "KubernetesAPIReachable"
 
 # Reasons (CamelCase, one word, stable: operators and scripts match on them).
 PROVISIONING = "Provisioning"  # creating nodes
+PROVIDER_WORKING = "ProviderWorking"  # its provider still works on the group whole
 SCALING_DOWN = "ScalingDown"  # removing nodes
 REPLACING = "Replacing"  # replacing failed machines
 BLOCKED = "Blocked"  # the cloud refuses for now (quota, no valid host)

@@ -61,6 +61,8 @@ class Facts:
     failed_boot: str | None = None  # the cloud's fault for a boot that failed this pass
     progressed: bool = False  # the pass asked for new machines
     deferred: bool = False  # creates left for the next pass, due at once
+    # Its provider still works on the group whole (a Heat stack in progress): its ref there
+    provider_working: str | None = None
     elapsed: timedelta = timedelta(0)  # how long the work has been under way
     limit: timedelta = timedelta(minutes=60)  # the cluster's create_timeout
 
@@ -121,7 +123,13 @@ def _seconds(delta: timedelta) -> str:
 
 
 def _complete(f: Facts) -> bool:
-    return f.ready == f.desired == f.live and not f.going and not f.errors and not f.rolling
+    return (
+        f.ready == f.desired == f.live
+        and not f.going
+        and not f.errors
+        and not f.rolling
+        and f.provider_working is None
+    )
 
 
 def _blocked_text(f: Facts) -> str:
@@ -197,6 +205,10 @@ RULES: tuple[Rule, ...] = (
          lambda f: f"{f.operation_note}; {f.progress}"),
     Rule("scaling-down", lambda f: bool(f.going) or f.live > f.desired, IN_PROGRESS, False,
          cond.SCALING_DOWN, lambda f: f.progress),
+    Rule("provider-working", lambda f: f.provider_working is not None, IN_PROGRESS, False,
+         cond.PROVIDER_WORKING,
+         lambda f: f"{f.progress}; waiting for its provider to finish its work on "
+                   f"{f.provider_working}"),
     Rule("provisioning", lambda f: True, IN_PROGRESS, False, cond.PROVISIONING,
          lambda f: f.progress),
 )  # fmt: skip

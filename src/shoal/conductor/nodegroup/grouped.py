@@ -16,7 +16,9 @@ second, the new ones among the unchanged), not the boot time the conductor learn
 the group's first machines, which would leave a grown group unobserved that long. While
 the provider deletes the group whole, every `pacing.GROUP_DELETE_POLL_S`: each look reads
 its stack, and a second's looks slowed Heat's deletes. Its listing is the same two calls
-whatever the group's size.
+whatever the group's size. While the provider works on it, the group is not complete,
+whatever its members show (outcome rule `provider-working`): an action after it (a
+delete) would otherwise cancel the provider's work in flight.
 """
 
 from __future__ import annotations
@@ -60,6 +62,9 @@ def record(p: Pass, report: GroupReport | None, period: float) -> None:
         p.look_again(p.now + timedelta(seconds=pacing.GROUP_DELETE_POLL_S))
     elif report is not None and report.state in WORKING:
         working(p, period)
+        # Not complete before its provider is: its members may be there while the stack
+        # still works (a removed member's server gone, Heat's update not ended).
+        p.provider_working = report.ref or "the group"
     if report is None or report.state in (GroupState.ABSENT, GroupState.DELETING):
         return
     g = p.snap.group

@@ -77,6 +77,7 @@ class Pass:
     waiting_until: datetime | None = None  # no create before then (failures, full zones)
     look_again_by: datetime | None = None  # a deadline comes then (a repair rung's time)
     rollout: Standing = Standing()  # where the group's rollout stands (rollout.py)
+    provider_working: str | None = None  # its provider works on the group whole (grouped.py)
     operation_note: str = ""  # how the group's operation goes, for a person
     driver_ops: list[DriverOp] = field(default_factory=list)  # act calls them
     features: frozenset[Feature] = frozenset()  # what the group's provider can do

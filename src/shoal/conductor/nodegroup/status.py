@@ -150,6 +150,7 @@ def gather(p: Pass, permanent: str | None, limit: timedelta) -> outcome.Facts:
         failed_boot=p.failed_boots[-1] if p.failed_boots else None,
         progressed=p.progress,
         deferred=p.deferred,
+        provider_working=p.provider_working,
         elapsed=outcome.elapsed(started, cond.get(g.conditions, cond.READY), now),
         limit=limit,
     )
