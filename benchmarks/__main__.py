@@ -14,6 +14,7 @@ shoal on real Nova beside a plain openstacksdk loop.
 ./run bench fleet           (only when named) 1,000 clusters, 100,000 nodes on PostgreSQL,
                             2 APIs + 4/2/1 conductors
 ./run bench fleet --fleet-nodes 10000 --fleet-conductors 4   a smaller fleet
+./run bench --only api --api-threads 4   the API processes with SHOAL_API_THREADS=4
 """
 
 from __future__ import annotations
@@ -25,7 +26,17 @@ from collections.abc import Callable
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks import dashboard, fleet, heat, kubernetes, libvirt, openstack, scenarios, speedup
+from benchmarks import (
+    dashboard,
+    fleet,
+    harness,
+    heat,
+    kubernetes,
+    libvirt,
+    openstack,
+    scenarios,
+    speedup,
+)
 from benchmarks.scenarios import Row
 
 
@@ -50,7 +61,7 @@ def plan(quick: bool, fleet_plan: fleet.Plan) -> dict[str, Callable[[], list[Row
         return {
             "overhead": lambda: scenarios.overhead([(2, 10, 0), (4, 25, 0)]),
             "latency": lambda: scenarios.latency_hiding(2, 50, rate=50, boot=20, scale=100),
-            "api": lambda: scenarios.api_under_load(2, 50, clusters=10, repeat=10),
+            "api": lambda: scenarios.api_under_load(2, 50, clusters=10, repeat=10, mid=(1, 20)),
             "resize": lambda: scenarios.targeted_resize(50, 5),
             "many": lambda: scenarios.many_clusters(5, 10),
             "speedup": lambda: speedup.pg_speedup([1, 2], speedup.Workload(4, 5, latency_ms=20)),
@@ -168,7 +179,15 @@ def main(argv: list[str] | None = None) -> int:
         default=size.time_scale,
         help="fleet: compress the sim's latencies (1: realistic)",
     )
+    parser.add_argument(
+        "--api-threads",
+        type=int,
+        default=None,
+        help="SHOAL_API_THREADS of every API process (default: shoal's own default)",
+    )
     args = parser.parse_args(argv)
+    if args.api_threads is not None:
+        harness.SERVER_ENV["SHOAL_API_THREADS"] = str(args.api_threads)
     fleet_plan = fleet.Plan(
         args.fleet_nodes,
         args.fleet_small,

@@ -34,6 +34,11 @@ ZERO_LATENCY = {
 }
 
 
+# Settings the command line gives every shoal process a scenario starts, over the
+# scenario's own (`./run bench --api-threads 4`: SHOAL_API_THREADS=4).
+SERVER_ENV: dict[str, str] = {}
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -119,7 +124,7 @@ class Deployment:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SHOAL_")}
         # The scale scenarios run clusters of 10,000 nodes: raised as an operator would.
         env.update(SHOAL_MAX_NODES_PER_CLUSTER="20000")
-        env.update(SHOAL_DATA_DIR=str(self.workdir / "data"), **self.env_extra)
+        env.update(SHOAL_DATA_DIR=str(self.workdir / "data"), **self.env_extra, **SERVER_ENV)
         if self.database_url:
             env["SHOAL_DATABASE_URL"] = self.database_url
         return env

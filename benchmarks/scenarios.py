@@ -244,19 +244,35 @@ def _timed_together(
 
 
 def api_under_load(
-    groups: int, per_group: int, clusters: int, repeat: int, readers: int = 16
+    groups: int,
+    per_group: int,
+    clusters: int,
+    repeat: int,
+    readers: int = 16,
+    mid: tuple[int, int] = (5, 200),
 ) -> list[Row]:
     """Target 3: GET of a big cluster, paginated nodes, listing many clusters; the
-    first two by one client, then by `readers` clients at once (`repeat` each)."""
+    first two by one client, then by `readers` clients at once (`repeat` each), with
+    the GET of a cluster of `mid` (groups, per group: the fleet's single-resource
+    GET of ~1,000 nodes) by the readers too."""
     rows: list[Row] = []
     with Deployment(env_extra=ZERO_LATENCY) as dep, dep.client() as c:
         uid = check(c.post("/clusters", json=cluster_body("big", groups, per_group)), 202)["uuid"]
-        wait_status(c, [uid], "CREATE_COMPLETE", timeout=600)
+        mid_uid = check(c.post("/clusters", json=cluster_body("mid", *mid)), 202)["uuid"]
+        wait_status(c, [uid, mid_uid], "CREATE_COMPLETE", timeout=600)
         n = groups * per_group + 3
         reads = {
             "GET big cluster": lambda cl: check(cl.get(f"/clusters/{uid}"), 200),
             "node page of 1000": lambda cl: check(
                 cl.get(f"/clusters/{uid}/nodes", params={"limit": 1000}), 200
+            ),
+        }
+        mid_n = mid[0] * mid[1] + 3
+        together = {
+            **{label: (n, read) for label, read in reads.items()},
+            f"GET {mid_n}-node cluster": (
+                mid_n,
+                lambda cl: check(cl.get(f"/clusters/{mid_uid}"), 200),
             ),
         }
         for label, read in reads.items():
@@ -271,7 +287,7 @@ def api_under_load(
                     note=f"p99 {p99:.1f} ms (<= 200: {'yes' if p99 <= 200 else 'NO'})",
                 )
             )
-        for label, read in reads.items():
+        for label, (size, read) in together.items():
             cpu0 = dep.cpu_seconds()
             samples, wall = _timed_together(dep, read, readers, repeat)
             cpu_ms = 1000 * (dep.cpu_seconds() - cpu0) / len(samples)
@@ -279,7 +295,7 @@ def api_under_load(
             rows.append(
                 Row(
                     f"{label}, {readers} readers (ms p50)",
-                    n,
+                    size,
                     p50,
                     note=f"p99 {p99:.1f} ms; {len(samples) / wall:.0f} requests/s, server CPU "
                     f"{cpu_ms:.1f} ms each; {readers} clients at once, {repeat} requests each",

@@ -139,6 +139,10 @@ class KeystoneSettings:
 
 
 AUTH_MODES = ("local", "keystone", "none")
+# The API's worker threads per process (anyio's default thread limiter: sync routes and
+# dependencies run on it); docs/decisions.md, "The API's worker threads".
+API_THREADS = 8
+API_THREADS_MAX = 256
 DEFAULT_PROVIDER = "sim"  # the embedded default provider (and driver) without a config file
 
 
@@ -152,6 +156,14 @@ class Settings:
     )
     host: str = opt("127.0.0.1", "address the API listens on")
     port: int = opt(9511, "port the API listens on", lo=0, hi=65535)
+    api_threads: int = opt(
+        API_THREADS,
+        "API requests handled at once per process (the rest wait in order); each holds a "
+        "thread, and on PostgreSQL a pooled connection, while it waits on the database or "
+        "Keystone",
+        lo=1,
+        hi=API_THREADS_MAX,
+    )
     public_url: str | None = opt(None, "base URL used in links; default from the request")
     driver: str = opt("sim", "driver of the embedded default provider when SHOAL_CONFIG is unset")
     config: str | None = opt(None, "YAML file naming the providers (SHOAL_CONFIG)")

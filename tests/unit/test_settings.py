@@ -41,6 +41,12 @@ def test_env_overrides_nested_trees() -> None:
     assert worlds.first_db_url(s) == s.db_url  # on PostgreSQL the sim shares shoal's database
 
 
+@pytest.mark.parametrize(("raw", "threads"), [(None, 8), ("1", 1), ("40", 40), ("256", 256)])
+def test_api_threads_from_the_environment(raw: str | None, threads: int) -> None:
+    env = {} if raw is None else {"SHOAL_API_THREADS": raw}
+    assert Settings.from_env(env=env).api_threads == threads
+
+
 def test_keyword_overrides_win_over_env() -> None:
     s = Settings.from_env(env={"SHOAL_PORT": "9999"}, port=1234, sim={"seed": 7})
     assert s.port == 1234 and s.driver_defaults["sim"].seed == 7
@@ -54,6 +60,9 @@ def test_keyword_overrides_win_over_env() -> None:
         ({"SHOAL_CONDUCTOR": "maybe"}, "SHOAL_CONDUCTOR"),
         ({"SHOAL_CONDUCTOR_WORKERS": "0"}, "SHOAL_CONDUCTOR_WORKERS"),
         ({"SHOAL_SIM_JITTER": "2"}, "SHOAL_SIM_JITTER"),
+        ({"SHOAL_API_THREADS": "0"}, r"SHOAL_API_THREADS=0 is out of bounds \[1, 256\]"),
+        ({"SHOAL_API_THREADS": "257"}, r"SHOAL_API_THREADS=257 is out of bounds \[1, 256\]"),
+        ({"SHOAL_API_THREADS": "four"}, "SHOAL_API_THREADS='four' is not a valid int"),
     ],
 )
 def test_bad_values_name_the_variable(env: dict[str, str], named: str) -> None:

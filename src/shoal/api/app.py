@@ -1,7 +1,9 @@
 """The FastAPI application: Magnum-compatible /v1 plus shoal's extensions.
 
-`create_app(runtime)` keeps the runtime in `app.state.runtime`; its lifespan
-starts the conductor (if the runtime has one) and stops it at shutdown.
+`create_app(runtime)` keeps the runtime in `app.state.runtime`; its lifespan sets
+how many requests run at once (`settings.api_threads`: the event loop's thread
+limiter, on which the sync routes run), starts the conductor (if the runtime has
+one) and stops it at shutdown.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+from anyio import to_thread
 from fastapi import Depends, FastAPI, Request, Response
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
@@ -179,6 +182,9 @@ def create_app(runtime: ports.Runtime, sealer: sealing.Sealer | None = None) -> 
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # Sync routes and dependencies (most of the API) run on anyio's default thread
+        # limiter of this event loop: at most `api_threads` at once, the rest in order.
+        to_thread.current_default_thread_limiter().total_tokens = runtime.settings.api_threads
         runtime.start()
         try:
             yield
