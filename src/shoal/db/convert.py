@@ -8,6 +8,7 @@ from typing import Any, TypeAlias
 from sqlalchemy import Row
 
 from shoal.db import tables as t
+from shoal.db.records import ClusterRef
 from shoal.domain import model as m
 from shoal.domain import specs
 
@@ -172,6 +173,20 @@ def cluster_from_row(row: t.ClusterRow | CoreRow) -> m.Cluster:
         deleting=row.deleting,
         created_at=row.created_at,
         updated_at=row.updated_at,
+        providers=None if row.providers is None else tuple(row.providers),
+    )
+
+
+def cluster_ref_from_row(row: t.ClusterRow) -> ClusterRef:
+    return ClusterRef(
+        uuid=row.uuid,
+        name=row.name,
+        project_id=row.project_id,
+        attrs=dict(row.attrs or {}),
+        cluster_template_id=row.cluster_template_id,
+        deleting=row.deleting,
+        health_status=row.health_status,
+        health_status_reason=dict(row.health_status_reason or {}),
         providers=None if row.providers is None else tuple(row.providers),
     )
 

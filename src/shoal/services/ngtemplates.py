@@ -42,9 +42,9 @@ def create(db: Database, caller: Caller, body: dict[str, Any]) -> m.NodeGroupTem
         source_id = None
         if body.get("from_nodegroup") is not None:
             ident = v.string("from_nodegroup", body["from_nodegroup"]) or ""
-            row = nodegroups.find_any_row(s, caller.scope, ident)
-            base, source_id = nodegroups.spec_of(row), row.uuid
-            name = name or row.name
+            group = nodegroups.find_any(s, caller.scope, ident)
+            base, source_id = group.spec, group.uuid
+            name = name or group.name
         elif body.get("from_nodegrouptemplate") is not None:
             ident = v.string("from_nodegrouptemplate", body["from_nodegrouptemplate"]) or ""
             src = templates.get_ngt(s, caller.scope, ident)

@@ -64,9 +64,9 @@ def create(db: Database, caller: Caller, body: dict[str, Any]) -> m.ClusterTempl
         base: dict[str, Any] = {}
         if body.get("from_cluster") is not None:
             ident = v.string("from_cluster", body["from_cluster"]) or ""
-            src = clusters.find_row(s, caller.scope, ident)
+            src = clusters.find(s, caller.scope, ident)
             source_id = src.uuid
-            base = merge.cluster_to_template_attrs(src.attrs or {})
+            base = merge.cluster_to_template_attrs(src.attrs)
             if "node_group_templates" not in body:
                 ngts = [
                     entries.TemplateEntryPlan(g.name, g.spec, g.uuid)
