@@ -5,9 +5,10 @@ never a row: a change goes back through a repository function that takes the
 value's uuid and the new values (`clusters.touch(s, uuid, ...)`). A lookup made
 `for_update` holds the row lock inside the repository until the transaction ends.
 
-Node groups come back as their domain values (`m.NodeGroup`): that is what the
-services read of them. Cluster templates are still handed out as rows
-(`ClusterTemplateRecord`) until their repository takes values too."""
+This module imports no table (an import-linter contract): the services and the API
+cannot name a row, nor import SQLAlchemy or `db.tables` (another contract). Node
+groups and node group templates come back as their domain values
+(`m.NodeGroup`, `m.NodeGroupTemplate`): those are what the services read of them."""
 
 from __future__ import annotations
 
@@ -16,9 +17,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from shoal.db.tables import ClusterTemplateRow as ClusterTemplateRecord
-
-__all__ = ["ClusterRef", "ClusterTemplateRecord", "Health", "Session"]
+__all__ = ["ClusterRef", "Health", "Session", "TemplateRef"]
 
 
 @dataclass(frozen=True)
@@ -43,3 +42,13 @@ class Health:
 
     status: str | None
     reason: dict[str, str]
+
+
+@dataclass(frozen=True)
+class TemplateRef:
+    """A cluster template as a change reads it (without its node group templates)."""
+
+    uuid: str
+    name: str
+    project_id: str
+    attrs: dict[str, Any]
