@@ -225,6 +225,10 @@ def insert(
 
 
 _INSERT_CLUSTER = sql_insert(table_of(ClusterRow)).returning(*table_of(ClusterRow).c)
+# Writes of one cluster by uuid, built once: the columns set are the parameters'.
+_CL = table_of(ClusterRow)
+_SET = update(_CL).where(_CL.c.uuid == bindparam("b_uuid"))
+_TOUCH = _SET.values(generation=_CL.c.generation + 1)  # with `nodegroups.desired`
 
 
 def touch(
@@ -250,11 +254,7 @@ def touch(
 
 
 def _touch(session: Session, uuid: str, status: str, now: datetime, values: dict[str, Any]) -> None:
-    session.execute(
-        update(ClusterRow)
-        .where(ClusterRow.uuid == uuid)
-        .values(**nodegroups.desired_state(ClusterRow, status, now), **values)
-    )
+    session.execute(_TOUCH, nodegroups.desired(uuid, status, now, values))
     notify.request(session)  # a statement, not a flush: the session's flush hook misses it
 
 
@@ -264,11 +264,7 @@ def _health_values(health: Health) -> dict[str, Any]:
 
 def set_health(session: Session, uuid: str, health: Health, now: datetime) -> None:
     """Magnum's health fields as a client sets them: no new desired state."""
-    session.execute(
-        update(ClusterRow)
-        .where(ClusterRow.uuid == uuid)
-        .values(updated_at=now, **_health_values(health))
-    )
+    session.execute(_SET, {"b_uuid": uuid, "updated_at": now, **_health_values(health)})
 
 
 def mark_deleting(session: Session, uuid: str, now: datetime) -> None:
@@ -277,5 +273,13 @@ def mark_deleting(session: Session, uuid: str, now: datetime) -> None:
     session.execute(
         update(NodeGroupRow)
         .where(NodeGroupRow.cluster_uuid == uuid)
-        .values(deleting=True, **nodegroups.desired_state(NodeGroupRow, "DELETE_IN_PROGRESS", now))
+        .values(
+            deleting=True,
+            status="DELETE_IN_PROGRESS",
+            status_reason=None,
+            generation=NodeGroupRow.generation + 1,
+            operation_started_at=now,
+            next_reconcile_at=now,
+            updated_at=now,
+        )
     )

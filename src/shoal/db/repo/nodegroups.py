@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Update, bindparam, case, func, select, update
+from sqlalchemy import bindparam, case, func, select, update
 from sqlalchemy.orm import Session
 
 from shoal.db import convert, notify
@@ -22,6 +22,17 @@ from shoal.domain.merge import GroupPlan
 from shoal.domain.policy import Scope
 
 _TABLE = table_of(NodeGroupRow)
+# Desired-state writes of one group by uuid, built once (building and keying a
+# statement costs more than running it): the columns set are the parameters'
+# (`desired`), and the generation moves by one.
+_TOUCH = (
+    update(_TABLE)
+    .where(_TABLE.c.uuid == bindparam("b_uuid"))
+    .values(generation=_TABLE.c.generation + 1)
+)
+_WRITE_SPEC = _TOUCH.returning(*_TABLE.c)
+_CLUSTERS = table_of(ClusterRow)
+_SET_PROVIDERS = update(_CLUSTERS).where(_CLUSTERS.c.uuid == bindparam("b_uuid"))
 SORT_KEYS = frozenset(
     {"id", "uuid", "name", "role", "node_count", "status", "created_at", "updated_at"}
 )
@@ -65,9 +76,7 @@ def _add_providers(session: Session, cluster: ClusterRef, added: list[str | None
     known = None if cluster.providers is None else list(cluster.providers)
     new = release.record(known, added)
     if new != known:
-        session.execute(
-            update(ClusterRow).where(ClusterRow.uuid == cluster.uuid).values(providers=new)
-        )
+        session.execute(_SET_PROVIDERS, {"b_uuid": cluster.uuid, "providers": new})
 
 
 def new_values(
@@ -194,9 +203,8 @@ def write_spec(
     }
     if spec.coe_version:
         values["version"] = spec.coe_version
-    stmt = _touched(uuid, status, now, values).returning(*_TABLE.c)
-    row = session.execute(stmt).one()
-    notify.request(session)
+    row = session.execute(_WRITE_SPEC, desired(uuid, status, now, values)).one()
+    notify.request(session)  # a statement, not a flush: the session's flush hook misses it
     return convert.nodegroup_from_row(row)
 
 
@@ -205,30 +213,22 @@ def touch(
 ) -> None:
     """New desired state: bump generation, set status, wake the conductor (`deleting`:
     the group is to go)."""
-    session.execute(_touched(uuid, status, now, {"deleting": True} if deleting else {}))
+    session.execute(_TOUCH, desired(uuid, status, now, {"deleting": True} if deleting else {}))
     notify.request(session)
 
 
-def _touched(uuid: str, status: str, now: datetime, values: dict[str, Any]) -> Update:
-    return (
-        update(NodeGroupRow)
-        .where(NodeGroupRow.uuid == uuid)
-        .values(**desired_state(NodeGroupRow, status, now), **values)
-    )
-
-
-def desired_state(
-    row_cls: type[ClusterRow] | type[NodeGroupRow], status: str, now: datetime
-) -> dict[str, Any]:
-    """The columns every desired-state write of a cluster or node group sets: a new
-    generation, `status`, and due for the conductor now."""
+def desired(uuid: str, status: str, now: datetime, values: dict[str, Any]) -> dict[str, Any]:
+    """The parameters of a desired-state write of cluster or node group `uuid` (a
+    statement that moves its generation by one): `status`, due for the conductor now,
+    and `values` (by column)."""
     return {
-        "generation": row_cls.generation + 1,
+        "b_uuid": uuid,
         "status": status,
         "status_reason": None,
         "operation_started_at": now,
         "next_reconcile_at": now,
         "updated_at": now,
+        **values,
     }
 
 

@@ -136,8 +136,8 @@ def replace_embedded(
 def update_ct(session: Session, uuid: str, name: str, attrs: dict[str, Any]) -> m.ClusterTemplate:
     """The template's new name and attributes (one UPDATE, which returns it)."""
     row = session.execute(
-        update(ClusterTemplateRow)
-        .where(ClusterTemplateRow.uuid == uuid)
+        update(_CT_TABLE)
+        .where(_CT_TABLE.c.uuid == uuid)
         .values(name=name, attrs=attrs, public=bool(attrs.get("public")), updated_at=utcnow())
         .returning(*_CT_TABLE.c)
     ).one()
@@ -239,8 +239,8 @@ def update_ngt(
 ) -> m.NodeGroupTemplate:
     """The NGT's new name and spec (one UPDATE, which returns it)."""
     row = session.execute(
-        update(NodeGroupTemplateRow)
-        .where(NodeGroupTemplateRow.uuid == uuid)
+        update(_NGT_TABLE)
+        .where(_NGT_TABLE.c.uuid == uuid)
         .values(name=name, spec=convert.ngt_spec_to_json(spec), updated_at=utcnow())
         .returning(*_NGT_TABLE.c)
     ).one()
