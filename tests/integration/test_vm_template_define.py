@@ -34,9 +34,9 @@ def test_a_stored_template_that_reaches_the_host_fails_the_group_and_makes_no_vm
     masters = {"name": "m", "role": "master", "node_count": 1}
     cid = env.create("old", [masters, hosts, workers], flavor_id="m1.small")
     with env.db.write() as s:  # as a database from before the check would hold it
-        row = nodegroups.find_row(s, cid, "hosts", for_update=True)
-        spec = dataclasses.replace(nodegroups.spec_of(row), vm_template=HOSTDEV)
-        nodegroups.write_spec(s, row, spec, "CREATE_IN_PROGRESS", utcnow())
+        group = nodegroups.find(s, cid, "hosts", for_update=True)
+        spec = dataclasses.replace(group.spec, vm_template=HOSTDEV)
+        nodegroups.write_spec(s, group.uuid, spec, "CREATE_IN_PROGRESS", utcnow())
     env.step_until(lambda: env.group(cid, "w").status == "CREATE_FAILED", timeout=60)
     reason = env.group(cid, "w").status_reason or ""
     assert "<hostdev> is not allowed" in reason and "line 17" in reason, reason

@@ -8,6 +8,7 @@ from typing import Any, TypeAlias
 from sqlalchemy import Row
 
 from shoal.db import tables as t
+from shoal.db.records import ClusterRef, TemplateRef
 from shoal.domain import model as m
 from shoal.domain import specs
 
@@ -102,7 +103,7 @@ def conditions_from_json(data: list[dict[str, Any]] | None) -> tuple[m.Condition
     return tuple(out)
 
 
-def ngt_from_row(row: t.NodeGroupTemplateRow) -> m.NodeGroupTemplate:
+def ngt_from_row(row: t.NodeGroupTemplateRow | CoreRow) -> m.NodeGroupTemplate:
     return m.NodeGroupTemplate(
         id=row.id,
         uuid=row.uuid,
@@ -135,7 +136,7 @@ def ct_entry_from_row(row: t.NodeGroupTemplateRow) -> m.TemplateEntry:
 
 
 def ct_from_row(
-    row: t.ClusterTemplateRow, ngts: list[t.NodeGroupTemplateRow] | None = None
+    row: t.ClusterTemplateRow | CoreRow, ngts: list[t.NodeGroupTemplateRow] | None = None
 ) -> m.ClusterTemplate:
     return m.ClusterTemplate(
         id=row.id,
@@ -173,6 +174,26 @@ def cluster_from_row(row: t.ClusterRow | CoreRow) -> m.Cluster:
         created_at=row.created_at,
         updated_at=row.updated_at,
         providers=None if row.providers is None else tuple(row.providers),
+    )
+
+
+def cluster_ref_from_row(row: t.ClusterRow) -> ClusterRef:
+    return ClusterRef(
+        uuid=row.uuid,
+        name=row.name,
+        project_id=row.project_id,
+        attrs=dict(row.attrs or {}),
+        cluster_template_id=row.cluster_template_id,
+        deleting=row.deleting,
+        health_status=row.health_status,
+        health_status_reason=dict(row.health_status_reason or {}),
+        providers=None if row.providers is None else tuple(row.providers),
+    )
+
+
+def template_ref_from_row(row: t.ClusterTemplateRow) -> TemplateRef:
+    return TemplateRef(
+        uuid=row.uuid, name=row.name, project_id=row.project_id, attrs=dict(row.attrs or {})
     )
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from shoal.db import events
 from shoal.db.engine import Database
-from shoal.db.records import ClusterRecord, Session
+from shoal.db.records import Session
 from shoal.db.repo import certificates, clusters
 from shoal.db.types import utcnow
 from shoal.domain import pki, policy, sealing
@@ -61,15 +61,15 @@ def get_ca(
     policy.enforce(caller, "certificate:get")
     _check_type(ca_type)
     with db.read() as s:
-        row = clusters.find_row(s, caller.scope, cluster_ident)
-        cert = certificates.get_cert(s, row.uuid)
+        cluster = clusters.find(s, caller.scope, cluster_ident)
+        cert = certificates.get_cert(s, cluster.uuid)
     if cert is None:
         with db.write() as s:
             # Locked, so the cluster cannot be deleted under the insert (the conductor
             # removes a cluster's rows with its row locked first).
-            row = clusters.find_row(s, caller.scope, row.uuid, for_update=True)
-            cert = _ensure(s, row, sealer).cert_pem
-    return CertView(cluster_uuid=row.uuid, pem=cert)
+            cluster = clusters.find(s, caller.scope, cluster.uuid, for_update=True)
+            cert = _ensure(s, cluster.uuid, sealer).cert_pem
+    return CertView(cluster_uuid=cluster.uuid, pem=cert)
 
 
 def sign(db: Database, caller: Caller, sealer: sealing.Sealer, body: dict[str, Any]) -> CertView:
@@ -93,15 +93,15 @@ def sign(db: Database, caller: Caller, sealer: sealing.Sealer, body: dict[str, A
     pki.parse_csr(csr)
     with db.write() as s:
         try:
-            row = clusters.find_changeable_row(s, caller.scope, ident)
+            cluster = clusters.find_changeable(s, caller.scope, ident)
         except NotFound as exc:
             raise Invalid(f"{field}: Cluster {ident} could not be found", field) from exc
-        ca = _ensure(s, row, sealer)
+        ca = _ensure(s, cluster.uuid, sealer)
         pem = pki.sign_csr(ca, csr, utcnow())
         events.record(
-            s, row.uuid, "CertificateSigned", f"client certificate {pki.describe(pem)} signed"
+            s, cluster.uuid, "CertificateSigned", f"client certificate {pki.describe(pem)} signed"
         )
-    return CertView(cluster_uuid=row.uuid, pem=pem, csr=str(csr))
+    return CertView(cluster_uuid=cluster.uuid, pem=pem, csr=str(csr))
 
 
 def rotate_ca(db: Database, caller: Caller, sealer: sealing.Sealer, cluster_ident: str) -> str:
@@ -113,14 +113,14 @@ def rotate_ca(db: Database, caller: Caller, sealer: sealing.Sealer, cluster_iden
     is complete when this returns (the API still answers Magnum's 202)."""
     policy.enforce(caller, "certificate:rotate_ca")
     with db.write() as s:
-        row = clusters.find_changeable_row(s, caller.scope, cluster_ident)
+        cluster = clusters.find_changeable(s, caller.scope, cluster_ident)
         now = utcnow()
-        ca = pki.new_ca(row.uuid, now)
-        certificates.replace(s, row.uuid, ca, now, sealer)
+        ca = pki.new_ca(cluster.uuid, now)
+        certificates.replace(s, cluster.uuid, ca, now, sealer)
         events.record(
-            s, row.uuid, "CARotated", f"cluster CA rotated: now {pki.describe(ca.cert_pem)}"
+            s, cluster.uuid, "CARotated", f"cluster CA rotated: now {pki.describe(ca.cert_pem)}"
         )
-        return row.uuid
+        return cluster.uuid
 
 
 def _check_type(ca_type: object) -> None:
@@ -132,17 +132,19 @@ def _check_type(ca_type: object) -> None:
         )
 
 
-def _ensure(s: Session, row: ClusterRecord, sealer: sealing.Sealer) -> pki.CA:
+def _ensure(s: Session, cluster_uuid: str, sealer: sealing.Sealer) -> pki.CA:
     """The cluster's CA, made and stored now if it has none (the caller holds the
     cluster row locked; the insert is race-safe on its own as well). A key still
     stored as plaintext is sealed on this first use."""
-    certificates.seal_plaintext(s, sealer, row.uuid)
-    ca = certificates.get(s, row.uuid, sealer)
+    certificates.seal_plaintext(s, sealer, cluster_uuid)
+    ca = certificates.get(s, cluster_uuid, sealer)
     if ca is not None:
         return ca
     now = utcnow()
-    fresh = pki.new_ca(row.uuid, now)
-    ca = certificates.insert_if_absent(s, row.uuid, fresh, now, sealer)
+    fresh = pki.new_ca(cluster_uuid, now)
+    ca = certificates.insert_if_absent(s, cluster_uuid, fresh, now, sealer)
     if ca.cert_pem == fresh.cert_pem:
-        events.record(s, row.uuid, "CACreated", f"cluster CA created: {pki.describe(ca.cert_pem)}")
+        events.record(
+            s, cluster_uuid, "CACreated", f"cluster CA created: {pki.describe(ca.cert_pem)}"
+        )
     return ca

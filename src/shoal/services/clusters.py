@@ -7,7 +7,7 @@ from typing import Any, NoReturn
 
 from shoal.db import credentials, events
 from shoal.db.engine import Database
-from shoal.db.records import ClusterRecord, Session
+from shoal.db.records import ClusterRef, Health, Session
 from shoal.db.repo import clusters, nodegroups, quotas, templates
 from shoal.db.repo.paging import Page
 from shoal.db.types import utcnow
@@ -76,8 +76,8 @@ def create(
             source = sources.template_groups(s, ct)
         elif body.get("from_cluster") is not None:
             ident = v.string("from_cluster", body["from_cluster"]) or ""
-            src = clusters.find_row(s, caller.scope, ident)
-            ct_id, source_id, base = src.cluster_template_id, src.uuid, dict(src.attrs or {})
+            src = clusters.find(s, caller.scope, ident)
+            ct_id, source_id, base = src.cluster_template_id, src.uuid, dict(src.attrs)
             source = merge.groups_from_cluster(nodegroups.of_cluster(s, src.uuid))
         attrs = merge.cluster_attrs(base, request_attrs)
         if ct_name is not None:
@@ -163,49 +163,59 @@ def update(db: Database, caller: Caller, ident: str, patch: Any) -> m.Cluster:
     """Magnum allows node_count (default worker group), health_status and its reason."""
     policy.enforce(caller, "cluster:update")
     with db.write() as s:
-        row = clusters.find_changeable_row(s, caller.scope, ident)
+        cluster = clusters.find_changeable(s, caller.scope, ident)
         current = {
-            "health_status_reason": dict(row.health_status_reason or {}),
-            "labels": dict((row.attrs or {}).get("labels") or {}),
+            "health_status_reason": dict(cluster.health_status_reason),
+            "labels": dict(cluster.attrs.get("labels") or {}),
         }
         changes = jsonpatch.apply(current, patch, PATCHABLE, kind="cluster")
         now = utcnow()
-        if "health_status" in changes:
-            hs = changes["health_status"]
-            row.health_status = (
-                None if hs is None else v.choice("health_status", hs, specs.HEALTH_STATUSES)
-            )
-        if "health_status_reason" in changes:
-            row.health_status_reason = v.str_dict(
-                "health_status_reason", changes["health_status_reason"]
-            )
+        health = _health(cluster.health_status, cluster.health_status_reason, changes)
         for key in ("node_count", "master_count"):
             if key in changes and changes[key] is None:
                 raise Invalid(f"{key} cannot be removed", key)
         if "labels" in changes:
             labels = specs.labels("labels", changes["labels"])
-            clusters.touch(s, row, "UPDATE_IN_PROGRESS", now, attrs={**row.attrs, "labels": labels})
+            attrs = {**cluster.attrs, "labels": labels}
+            clusters.touch(s, cluster.uuid, "UPDATE_IN_PROGRESS", now, attrs=attrs, health=health)
+            health = None  # written with the labels
         if "node_count" in changes:
-            resize.resize(s, caller, row, {"node_count": changes["node_count"]}, now)
+            resize.resize(s, caller, cluster, {"node_count": changes["node_count"]}, now)
         if "master_count" in changes:
-            master = resize.default_group(s, row, master=True)
+            master = resize.default_group(s, cluster, master=True)
             body = {"node_count": changes["master_count"], "nodegroup": master.uuid}
-            resize.resize(s, caller, row, body, now, field="master_count")
-        row.updated_at = now
-        return clusters.get(s, caller.scope, row.uuid)
+            resize.resize(s, caller, cluster, body, now, field="master_count")
+        if health is not None or not {"labels", "node_count", "master_count"} & set(changes):
+            # new health, or no other change: the cluster's updated_at moves all the same
+            clusters.set_health(s, cluster.uuid, health or _health_of(cluster), now)
+        return clusters.get(s, caller.scope, cluster.uuid)
+
+
+def _health(status: str | None, reason: dict[str, str], changes: dict[str, Any]) -> Health | None:
+    """The cluster's health fields as `changes` set them (None: they set neither)."""
+    if "health_status" not in changes and "health_status_reason" not in changes:
+        return None
+    if "health_status" in changes:
+        hs = changes["health_status"]
+        status = None if hs is None else v.choice("health_status", hs, specs.HEALTH_STATUSES)
+    if "health_status_reason" in changes:
+        reason = v.str_dict("health_status_reason", changes["health_status_reason"])
+    return Health(status, reason)
+
+
+def _health_of(cluster: ClusterRef) -> Health:
+    return Health(cluster.health_status, cluster.health_status_reason)
 
 
 def delete(db: Database, caller: Caller, ident: str) -> None:
     """Mark the cluster and its groups deleting; the conductor removes machines, then rows."""
     policy.enforce(caller, "cluster:delete")
     with db.write() as s:
-        row = clusters.find_row(s, caller.scope, ident, for_update=True)
-        clusters.mark_deleting(s, row, utcnow())
-        events.record(s, row.uuid, "DeleteRequested", f"cluster {row.name} delete requested")
-
-
-def find_row(s: Session, caller: Caller, ident: str) -> ClusterRecord:
-    return clusters.find_row(s, caller.scope, ident)
+        cluster = clusters.find(s, caller.scope, ident, for_update=True)
+        clusters.mark_deleting(s, cluster.uuid, utcnow())
+        events.record(
+            s, cluster.uuid, "DeleteRequested", f"cluster {cluster.name} delete requested"
+        )
 
 
 def rotate_credentials(db: Database, caller: Caller, ident: str) -> NoReturn:

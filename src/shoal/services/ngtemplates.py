@@ -42,9 +42,9 @@ def create(db: Database, caller: Caller, body: dict[str, Any]) -> m.NodeGroupTem
         source_id = None
         if body.get("from_nodegroup") is not None:
             ident = v.string("from_nodegroup", body["from_nodegroup"]) or ""
-            row = nodegroups.find_any_row(s, caller.scope, ident)
-            base, source_id = nodegroups.spec_of(row), row.uuid
-            name = name or row.name
+            group = nodegroups.find_any(s, caller.scope, ident)
+            base, source_id = group.spec, group.uuid
+            name = name or group.name
         elif body.get("from_nodegrouptemplate") is not None:
             ident = v.string("from_nodegrouptemplate", body["from_nodegrouptemplate"]) or ""
             src = templates.get_ngt(s, caller.scope, ident)
@@ -74,27 +74,26 @@ def list_page(db: Database, caller: Caller, page: Page) -> list[m.NodeGroupTempl
 def update(db: Database, caller: Caller, ident: str, patch: Any) -> m.NodeGroupTemplate:
     policy.enforce(caller, "nodegrouptemplate:update")
     with db.write() as s:
-        row = templates.find_ngt_row(s, caller.scope, ident)
-        ngt = templates.get_ngt(s, caller.scope, row.uuid)
-        current = {**specs.spec_as_attrs(ngt.spec), "name": row.name}
+        ngt = templates.get_ngt(s, caller.scope, ident)
+        current = {**specs.spec_as_attrs(ngt.spec), "name": ngt.name}
         changes = jsonpatch.apply(current, patch, PATCHABLE, kind="nodegrouptemplate")
         vm_templates.enforce(caller, [changes], kept=[ngt.spec.vm_template])
-        name = v.name("name", changes.pop("name")) if "name" in changes else row.name
+        name = v.name("name", changes.pop("name")) if "name" in changes else ngt.name
         defaults = specs.spec_as_attrs(m.NodeGroupSpec())
         attrs = {k: (defaults.get(k) if x is None else x) for k, x in changes.items()}
         spec = merge.ngt_spec(ngt.spec, attrs, caller.limits)
-        return templates.update_ngt(s, row, name, spec)
+        return templates.update_ngt(s, ngt.uuid, name, spec)
 
 
 def delete(db: Database, caller: Caller, ident: str) -> None:
     """Refused while a cluster template references it: the template would break."""
     policy.enforce(caller, "nodegrouptemplate:delete")
     with db.write() as s:
-        row = templates.find_ngt_row(s, caller.scope, ident, for_update=True)
-        users = templates.referencing_cts(s, row.uuid)
+        ngt = templates.get_ngt(s, caller.scope, ident, for_update=True)
+        users = templates.referencing_cts(s, ngt.uuid)
         if users:
             raise Conflict(
-                f"NodeGroupTemplate {row.name} is referenced by cluster template(s) "
+                f"NodeGroupTemplate {ngt.name} is referenced by cluster template(s) "
                 f"{', '.join(users)}; change or delete them first"
             )
-        s.delete(row)
+        templates.delete_ngt(s, ngt.uuid)

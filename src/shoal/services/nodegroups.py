@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from shoal.agent import protocol
-from shoal.db import convert, events
+from shoal.db import events
 from shoal.db.engine import Database
 from shoal.db.records import Session
 from shoal.db.repo import clusters, nodegroups, nodes, operations
@@ -75,14 +75,14 @@ def create(
     zones = zones_of.known_zones(db)  # read before the write transaction
     offers = zones_of.known_offers(db)
     with db.write() as s:
-        cluster = clusters.find_changeable_row(s, caller.scope, cluster_ident)
+        cluster = clusters.find_changeable(s, caller.scope, cluster_ident)
         source = sources.resolve(s, caller.scope, entry, cluster_uuid=cluster.uuid)
         if source is not None and source.spec.role == m.ROLE_MASTER:
             # A copy of a master group joins as a worker (masters are not added here).
             source = dataclasses.replace(
                 source, spec=dataclasses.replace(source.spec, role=m.ROLE_WORKER)
             )
-        attrs = cluster.attrs or {}
+        attrs = cluster.attrs
         plan = merge.fill_from_cluster(entries.plan(entry, source), attrs)
         plan = merge.with_provider(plan, attrs, providers)
         zone = derived.label_zone({"labels": plan.spec.labels})  # its labels, else the cluster's
@@ -99,8 +99,8 @@ def create(
         if any(g.name == name for g in groups):
             raise Conflict(f"A node group with name {name} already exists in the cluster")
         now = utcnow()
-        group = nodegroups.insert(s, cluster, plan, now=now)
-        clusters.touch(s, cluster, "UPDATE_IN_PROGRESS", now)
+        (group,) = nodegroups.insert(s, cluster, [plan], now=now)
+        clusters.touch(s, cluster.uuid, "UPDATE_IN_PROGRESS", now)
         events.record(
             s,
             cluster.uuid,
@@ -114,11 +114,10 @@ def create(
 def get(db: Database, caller: Caller, cluster_ident: str, ident: str) -> GroupView:
     policy.enforce(caller, "nodegroup:get")
     with db.read() as s:
-        cluster = clusters.find_row(s, caller.scope, cluster_ident)
-        row = nodegroups.find_row(s, cluster.uuid, ident)
-        group = convert.nodegroup_from_row(row)
-        live = nodegroups.live(s, [row.uuid])[row.uuid]
-        return GroupView(group, live, tuple(nodegroups.addresses(s, row.uuid)))
+        cluster = clusters.find(s, caller.scope, cluster_ident)
+        group = nodegroups.find(s, cluster.uuid, ident)
+        live = nodegroups.live(s, [group.uuid])[group.uuid]
+        return GroupView(group, live, tuple(nodegroups.addresses(s, group.uuid)))
 
 
 def list_page(
@@ -126,7 +125,7 @@ def list_page(
 ) -> list[GroupView]:
     policy.enforce(caller, "nodegroup:get")
     with db.read() as s:
-        cluster = clusters.find_row(s, caller.scope, cluster_ident)
+        cluster = clusters.find(s, caller.scope, cluster_ident)
         groups = nodegroups.list_page(s, cluster.uuid, page, role)
         live = nodegroups.live(s, [g.uuid for g in groups])
         return [GroupView(g, live[g.uuid]) for g in groups]
@@ -137,36 +136,36 @@ def update(db: Database, caller: Caller, cluster_ident: str, ident: str, patch: 
     policy.enforce(caller, "nodegroup:update")
     offers = zones_of.known_offers(db)  # read before the write transaction
     with db.write() as s:
-        cluster = clusters.find_changeable_row(s, caller.scope, cluster_ident)
-        row = nodegroups.find_row(s, cluster.uuid, ident, for_update=True)
-        spec = nodegroups.spec_of(row)
+        cluster = clusters.find_changeable(s, caller.scope, cluster_ident)
+        found = nodegroups.find(s, cluster.uuid, ident, for_update=True)
+        spec = found.spec
         current = specs.spec_as_attrs(spec)
         changes = jsonpatch.apply(current, patch, PATCHABLE, kind="nodegroup")
         vm_templates.enforce(caller, [changes], kept=[spec.vm_template])
         _gate_114(caller, changes)
-        if row.deleting:
-            raise Conflict(f"NodeGroup {row.name} is being deleted")
+        if found.deleting:
+            raise Conflict(f"NodeGroup {found.name} is being deleted")
         defaults = specs.spec_as_attrs(m.NodeGroupSpec())
         attrs = {k: (defaults.get(k) if x is None else x) for k, x in changes.items()}
         new = specs.apply_ng_attrs(spec, attrs)
         if "labels" in changes:
-            zones_of.refuse_option_change(offers, row.name, spec, new)
+            zones_of.refuse_option_change(offers, found.name, spec, new)
         for key in ("min_node_count", "max_node_count"):
             value = getattr(new, key)
             if key in changes and value is not None:
                 v.group_nodes(key, value, caller.limits)
         v.counts(new, allow_zero=caller.at_least(1, 10))
         if "vms" in changes:
-            virt.refuse_removing_taken_slots(s, cluster.uuid, row.uuid, spec, new)
+            virt.refuse_removing_taken_slots(s, cluster.uuid, found.uuid, spec, new)
         now = utcnow()
-        group = nodegroups.write_spec(s, row, new, "UPDATE_IN_PROGRESS", now)
-        clusters.touch(s, cluster, "UPDATE_IN_PROGRESS", now)
+        group = nodegroups.write_spec(s, found.uuid, new, "UPDATE_IN_PROGRESS", now)
+        clusters.touch(s, cluster.uuid, "UPDATE_IN_PROGRESS", now)
         events.record(
             s,
             cluster.uuid,
             "NodeGroupUpdateRequested",
-            f"node group {row.name}: {', '.join(sorted(changes))} changed",
-            nodegroup_uuid=row.uuid,
+            f"node group {found.name}: {', '.join(sorted(changes))} changed",
+            nodegroup_uuid=found.uuid,
         )
         if {"node_labels", "node_taints"} & set(changes):
             _labels_in_place(s, cluster.project_id, cluster.uuid, group, now)
@@ -209,22 +208,22 @@ def delete(
     """Delete a node group; one of virt hosts carrying VMs only when forced."""
     policy.enforce(caller, "nodegroup:delete")
     with db.write() as s:
-        cluster = clusters.find_changeable_row(s, caller.scope, cluster_ident)
-        row = nodegroups.find_row(s, cluster.uuid, ident, for_update=True)
-        if row.is_default:
+        cluster = clusters.find_changeable(s, caller.scope, cluster_ident)
+        group = nodegroups.find(s, cluster.uuid, ident, for_update=True)
+        if group.is_default:
             raise Invalid(
-                f"Deleting a default nodegroup is not supported ({row.name})", "nodegroup"
+                f"Deleting a default nodegroup is not supported ({group.name})", "nodegroup"
             )
-        if row.role == m.ROLE_VIRT:
-            hosts = [n.name for n in nodes.of_group(s, row.uuid)]
-            virt.refuse_taking_down(s, cluster.uuid, row.name, hosts, force, "deleting it")
+        if group.spec.role == m.ROLE_VIRT:
+            hosts = [n.name for n in nodes.of_group(s, group.uuid)]
+            virt.refuse_taking_down(s, cluster.uuid, group.name, hosts, force, "deleting it")
         now = utcnow()
-        nodegroups.touch(s, row, "DELETE_IN_PROGRESS", now, deleting=True)
-        clusters.touch(s, cluster, "UPDATE_IN_PROGRESS", now)
+        nodegroups.touch(s, group.uuid, "DELETE_IN_PROGRESS", now, deleting=True)
+        clusters.touch(s, cluster.uuid, "UPDATE_IN_PROGRESS", now)
         events.record(
             s,
             cluster.uuid,
             "NodeGroupDeleteRequested",
-            f"node group {row.name} delete requested",
-            nodegroup_uuid=row.uuid,
+            f"node group {group.name} delete requested",
+            nodegroup_uuid=group.uuid,
         )

@@ -16,8 +16,8 @@ def list_nodes(
 ) -> list[tuple[m.Node, str, str]]:
     policy.enforce(caller, "cluster:get")
     with db.read() as s:
-        cluster = clusters.find_row(s, caller.scope, cluster_ident)
-        ng_uuid = nodegroups.find_row(s, cluster.uuid, nodegroup).uuid if nodegroup else None
+        cluster = clusters.find(s, caller.scope, cluster_ident)
+        ng_uuid = nodegroups.find(s, cluster.uuid, nodegroup).uuid if nodegroup else None
         return nodes.list_page(s, cluster.uuid, page, ng_uuid)
 
 
@@ -26,5 +26,5 @@ def list_events(
 ) -> list[m.Event]:
     policy.enforce(caller, "cluster:get")
     with db.read() as s:
-        cluster = clusters.find_row(s, caller.scope, cluster_ident)
+        cluster = clusters.find(s, caller.scope, cluster_ident)
         return events.list_for_cluster(s, cluster.uuid, after_id=after, limit=limit)

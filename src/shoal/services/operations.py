@@ -41,25 +41,25 @@ def start(db: Database, caller: Caller, cluster_ident: str, body: dict[str, Any]
     if named is not None and body.get("nodegroup") is None:
         raise Invalid("nodes names nodes of one node group: give nodegroup too", "nodes")
     with db.write() as s:
-        cluster = clusters.find_changeable_row(s, caller.scope, cluster_ident)
+        cluster = clusters.find_changeable(s, caller.scope, cluster_ident)
         ident = v.string("nodegroup", body.get("nodegroup"))
-        rows = nodegroups.targets(s, cluster.uuid, ident)
+        groups = nodegroups.targets(s, cluster.uuid, ident)
         now = utcnow()
         started = []
-        for row in rows:
-            if row.deleting:
-                raise Conflict(f"NodeGroup {row.name} is being deleted")
-            members = [n for n in nodes.of_group(s, row.uuid) if n.state is m.NodeState.ACTIVE]
+        for group in groups:
+            if group.deleting:
+                raise Conflict(f"NodeGroup {group.name} is being deleted")
+            members = [n for n in nodes.of_group(s, group.uuid) if n.state is m.NodeState.ACTIVE]
             if named is not None:
                 most = caller.limits.nodes_per_group
                 entries = [str(x) for x in v.str_list("nodes", named, most)]
-                members = resize.match_nodes(nodes.of_group(s, row.uuid), entries, "nodes")
+                members = resize.match_nodes(nodes.of_group(s, group.uuid), entries, "nodes")
             if not members:
-                raise Invalid(f"node group {row.name} has no ready node to operate on", "nodes")
+                raise Invalid(f"node group {group.name} has no ready node to operate on", "nodes")
             op = repo.insert(
                 s,
                 cluster_uuid=cluster.uuid,
-                group_uuid=row.uuid,
+                group_uuid=group.uuid,
                 project_id=cluster.project_id,
                 kind=kind,
                 params=params,
@@ -67,23 +67,23 @@ def start(db: Database, caller: Caller, cluster_ident: str, body: dict[str, Any]
                 batch_size=batch,
                 now=now,
             )
-            nodegroups.touch(s, row, "UPDATE_IN_PROGRESS", now)
+            nodegroups.touch(s, group.uuid, "UPDATE_IN_PROGRESS", now)
             events.record(
                 s,
                 cluster.uuid,
                 "OperationRequested",
-                f"{kind} on {len(members)} node(s) of node group {row.name}, {batch} at a time",
-                nodegroup_uuid=row.uuid,
+                f"{kind} on {len(members)} node(s) of node group {group.name}, {batch} at a time",
+                nodegroup_uuid=group.uuid,
             )
             started.append(op.uuid)
-        clusters.touch(s, cluster, "UPDATE_IN_PROGRESS", now)
+        clusters.touch(s, cluster.uuid, "UPDATE_IN_PROGRESS", now)
         return started
 
 
 def list_for(db: Database, caller: Caller, cluster_ident: str) -> list[OperationView]:
     policy.enforce(caller, "operation:get")
     with db.read() as s:
-        cluster = clusters.find_row(s, caller.scope, cluster_ident)
+        cluster = clusters.find(s, caller.scope, cluster_ident)
         found = repo.of_cluster(s, cluster.uuid)
         tasks = repo.tasks(s, [o.uuid for o in found])
     return [OperationView(o, tuple(t for t in tasks if t.operation_id == o.uuid)) for o in found]
@@ -92,7 +92,7 @@ def list_for(db: Database, caller: Caller, cluster_ident: str) -> list[Operation
 def get(db: Database, caller: Caller, cluster_ident: str, uuid: str) -> OperationView:
     policy.enforce(caller, "operation:get")
     with db.read() as s:
-        cluster = clusters.find_row(s, caller.scope, cluster_ident)
+        cluster = clusters.find(s, caller.scope, cluster_ident)
         op = repo.get(s, cluster.uuid, uuid)
         return OperationView(op, tuple(repo.tasks(s, [op.uuid])))
 

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from shoal.db import convert, events, orphans
+from shoal.db import events, orphans
 from shoal.db.engine import Database, xact_lock
 from shoal.db.orphans import Held
-from shoal.db.records import ClusterRecord, Session
+from shoal.db.records import ClusterRef, Session
 from shoal.db.repo import clusters, nodegroups
 from shoal.db.types import utcnow
 from shoal.domain import adoption, merge, policy
@@ -114,9 +114,9 @@ def adopt(db: Database, caller: Caller, body: Mapping[str, Any]) -> m.Cluster:
     project = str(next(iter(projects)))
     with db.write() as s:
         xact_lock(s, f"adopt:{ident}")  # two admins adopting it at once: one wins, one 409
-        row = clusters.by_uuid(s, ident)
+        known = clusters.by_uuid(s, ident)
         derived, groups = adoption.groups_of(
-            [_found(h) for h in held], row.name if row is not None else given
+            [_found(h) for h in held], known.name if known is not None else given
         )
         hosts = [g.name for g in groups if g.role == m.ROLE_VIRT]
         if hosts:
@@ -125,15 +125,14 @@ def adopt(db: Database, caller: Caller, body: Mapping[str, Any]) -> m.Cluster:
                 "not in the machines' tags, so they cannot be adopted; import the cluster "
                 "from an export (shoal import) or delete its machines (shoal orphan delete)"
             )
-        known = {g.uuid for g in groups}
-        if nodegroups.any_exists(s, known):
+        if nodegroups.any_exists(s, {g.uuid for g in groups}):
             raise Conflict(f"a node group the machines of cluster {ident} claim exists already")
-        if row is None:
+        if known is None:
             cluster = _new_cluster(s, caller, ident, given or derived, project, groups)
             what = f"cluster {cluster.name} adopted"
         else:
-            cluster = _into(s, row, groups, project)
-            what = f"node groups of cluster {row.name} adopted"
+            cluster = _into(s, known, groups, project)
+            what = f"node groups of cluster {known.name} adopted"
         orphans.forget(s.connection(), [h.seen.machine_id for h in held])
         events.record(
             s,
@@ -171,28 +170,31 @@ def _new_cluster(
 
 
 def _into(
-    s: Session, row: ClusterRecord, groups: list[adoption.Group], project_id: str
+    s: Session, cluster: ClusterRef, groups: list[adoption.Group], project_id: str
 ) -> m.Cluster:
     """The lost groups added to the cluster the database knows (a name it has taken
     gets a suffix); the cluster updates, as for a group created through the API."""
-    if row.deleting:
-        raise Conflict(f"cluster {row.uuid} is being deleted: its lost groups are not adopted")
-    if project_id != row.project_id:
+    if cluster.deleting:
+        raise Conflict(f"cluster {cluster.uuid} is being deleted: its lost groups are not adopted")
+    if project_id != cluster.project_id:
         raise Conflict(
-            f"the held machines claim project {project_id}, cluster {row.uuid} is in "
-            f"{row.project_id}: they are not adopted"
+            f"the held machines claim project {project_id}, cluster {cluster.uuid} is in "
+            f"{cluster.project_id}: they are not adopted"
         )
-    taken = nodegroups.names_in(s, row.uuid)
-    now = utcnow()
+    taken = nodegroups.names_in(s, cluster.uuid)
+    plans = []
     for g in groups:
         name, n = g.name, 1
         while name in taken:
             n += 1
             name = f"{g.name}-{n}"
         taken.add(name)
-        nodegroups.insert(s, row, _plan(dataclasses.replace(g, name=name)), now=now, uuid=g.uuid)
-    clusters.touch(s, row, "UPDATE_IN_PROGRESS", now)
-    return convert.cluster_from_row(row)
+        plans.append(_plan(dataclasses.replace(g, name=name)))
+    now = utcnow()
+    uuids = {p.name: g.uuid for p, g in zip(plans, groups, strict=True)}
+    nodegroups.insert(s, cluster, plans, now=now, uuids=uuids)
+    clusters.touch(s, cluster.uuid, "UPDATE_IN_PROGRESS", now)
+    return clusters.get_by_uuid(s, cluster.uuid)
 
 
 def _plan(g: adoption.Group) -> merge.GroupPlan:

@@ -16,7 +16,7 @@ from typing import Any
 
 from shoal.db import events
 from shoal.db.engine import Database
-from shoal.db.records import ClusterRecord, NodeGroupRecord, Session
+from shoal.db.records import ClusterRef, Session
 from shoal.db.repo import clusters, nodegroups, nodes, templates
 from shoal.db.types import utcnow
 from shoal.domain import model as m
@@ -31,20 +31,20 @@ RESIZE_KEYS = frozenset({"node_count", "nodes_to_remove", "nodegroup", "force"})
 UPGRADE_KEYS = frozenset({"cluster_template", "max_batch_size", "nodegroup"})
 
 
-def default_group(s: Session, cluster: ClusterRecord, *, master: bool = False) -> NodeGroupRecord:
-    """The cluster's default worker (or master) group."""
+def default_group(s: Session, cluster: ClusterRef, *, master: bool = False) -> m.NodeGroup:
+    """The cluster's default worker (or master) group, locked."""
     for g in nodegroups.of_cluster(s, cluster.uuid):
         if g.is_default and (g.spec.role == m.ROLE_MASTER) == master and not g.deleting:
-            return nodegroups.find_row(s, cluster.uuid, g.uuid, for_update=True)
+            return nodegroups.find(s, cluster.uuid, g.uuid, for_update=True)
     raise NotFound("NodeGroup", m.DEFAULT_MASTER_GROUP if master else m.DEFAULT_WORKER_GROUP)
 
 
-def _group(s: Session, cluster: ClusterRecord, ident: Any) -> NodeGroupRecord:
+def _group(s: Session, cluster: ClusterRef, ident: Any) -> m.NodeGroup:
     if ident is None:
         return default_group(s, cluster)
     if isinstance(ident, int) and not isinstance(ident, bool):
         ident = str(ident)
-    return nodegroups.find_row(s, cluster.uuid, v.string("nodegroup", ident) or "", for_update=True)
+    return nodegroups.find(s, cluster.uuid, v.string("nodegroup", ident) or "", for_update=True)
 
 
 def node_named(group_nodes: list[m.Node], entry: str) -> m.Node | None:
@@ -141,7 +141,7 @@ def _entries(raw: Any, limits: v.Limits) -> list[str]:
 def resize(
     s: Session,
     caller: Caller,
-    cluster: ClusterRecord,
+    cluster: ClusterRef,
     body: dict[str, Any],
     now: datetime,
     *,
@@ -157,12 +157,12 @@ def resize(
     lowest = 0 if caller.at_least(1, 10) else 1
     count = v.integer(field, body["node_count"], lo=lowest)
     entries = _entries(body.get("nodes_to_remove"), caller.limits)
-    row = _group(s, cluster, body.get("nodegroup"))
-    if row.deleting:
-        raise Conflict(f"NodeGroup {row.name} is being deleted")
-    spec = nodegroups.spec_of(row)
+    group = _group(s, cluster, body.get("nodegroup"))
+    if group.deleting:
+        raise Conflict(f"NodeGroup {group.name} is being deleted")
+    spec = group.spec
     others = [
-        g for g in nodegroups.of_cluster(s, cluster.uuid) if not g.deleting and g.uuid != row.uuid
+        g for g in nodegroups.of_cluster(s, cluster.uuid) if not g.deleting and g.uuid != group.uuid
     ]
     if count > spec.node_count:
         v.group_nodes(field, count, caller.limits)
@@ -176,15 +176,15 @@ def resize(
     ):
         hi = "unbounded" if spec.max_node_count is None else str(spec.max_node_count)
         raise Conflict(
-            f"Resizing {row.name} outside the allowed range: min_node_count = "
+            f"Resizing {group.name} outside the allowed range: min_node_count = "
             f"{spec.min_node_count}, max_node_count = {hi}, node_count = {count}"
         )
-    group_nodes = nodes.of_group(s, row.uuid) if entries or spec.role == m.ROLE_VIRT else []
+    group_nodes = nodes.of_group(s, group.uuid) if entries or spec.role == m.ROLE_VIRT else []
     doomed = match_nodes(group_nodes, entries)
     if spec.role == m.ROLE_VIRT:  # hosts carrying VMs go only when forced
         force = v.boolean("force", body.get("force", False))
         going = virt.going_on_shrink(group_nodes, doomed, count, spec.deletion_policy)
-        virt.refuse_taking_down(s, cluster.uuid, row.name, going, force, "this resize")
+        virt.refuse_taking_down(s, cluster.uuid, group.name, going, force, "this resize")
     if spec.role == m.ROLE_MASTER and doomed and not other_masters:
         kept = {n.uuid for n in group_nodes if not n.to_delete} - {n.uuid for n in doomed}
         if not kept:
@@ -194,26 +194,26 @@ def resize(
                 "nodes_to_remove",
             )
     nodes.mark_to_delete(s, [n.uuid for n in doomed])
-    group = nodegroups.write_spec(
-        s, row, dataclasses.replace(spec, node_count=count), "UPDATE_IN_PROGRESS", now
+    resized = nodegroups.write_spec(
+        s, group.uuid, dataclasses.replace(spec, node_count=count), "UPDATE_IN_PROGRESS", now
     )
-    clusters.touch(s, cluster, "UPDATE_IN_PROGRESS", now)
+    clusters.touch(s, cluster.uuid, "UPDATE_IN_PROGRESS", now)
     removed = f", removing {', '.join(n.name for n in doomed)}" if doomed else ""
     events.record(
         s,
         cluster.uuid,
         "ResizeRequested",
-        f"node group {row.name}: node_count {spec.node_count} -> {count}{removed}",
-        nodegroup_uuid=row.uuid,
+        f"node group {group.name}: node_count {spec.node_count} -> {count}{removed}",
+        nodegroup_uuid=group.uuid,
     )
-    return group
+    return resized
 
 
 def resize_cluster(db: Database, caller: Caller, ident: str, body: dict[str, Any]) -> str:
     """POST /actions/resize; returns the cluster uuid."""
     policy.enforce(caller, "cluster:resize")
     with db.write() as s:
-        cluster = clusters.find_changeable_row(s, caller.scope, ident)
+        cluster = clusters.find_changeable(s, caller.scope, ident)
         resize(s, caller, cluster, body, utcnow())
         return cluster.uuid
 
@@ -229,7 +229,7 @@ def upgrade_cluster(db: Database, caller: Caller, ident: str, body: dict[str, An
     )
     batch = v.integer("max_batch_size", body.get("max_batch_size", 1), lo=1)
     with db.write() as s:
-        cluster = clusters.find_changeable_row(s, caller.scope, ident)
+        cluster = clusters.find_changeable(s, caller.scope, ident)
         ct = templates.get_ct(s, caller.scope, target)
         image = ct.attrs.get("image_id")
         version = v.version(
@@ -238,18 +238,18 @@ def upgrade_cluster(db: Database, caller: Caller, ident: str, body: dict[str, An
         )
         versions.resolve(version, f"the version of cluster template {ct.name}")
         now = utcnow()
-        rows = (
+        groups = (
             [_group(s, cluster, body["nodegroup"])]
             if body.get("nodegroup") is not None
             else [
-                nodegroups.find_row(s, cluster.uuid, g.uuid, for_update=True)
+                nodegroups.find(s, cluster.uuid, g.uuid, for_update=True)
                 for g in nodegroups.of_cluster(s, cluster.uuid)
                 if not g.deleting
             ]
         )
-        _check_skew(s, cluster, rows, version)
-        for row in rows:
-            spec = nodegroups.spec_of(row)
+        _check_skew(s, cluster, groups, version)
+        for group in groups:
+            spec = group.spec
             # Magnum's max_batch_size: how many nodes of a group may be down at once
             # (masters go one at a time whatever it says); a new upgrade lifts any hold.
             rollout = dataclasses.replace(spec.rollout, max_unavailable=batch)
@@ -260,34 +260,34 @@ def upgrade_cluster(db: Database, caller: Caller, ident: str, body: dict[str, An
                 rollout=rollout,
                 rollout_hold=None,
             )
-            nodegroups.write_spec(s, row, new, "UPDATE_IN_PROGRESS", now)
-        attrs = dict(cluster.attrs or {})
+            nodegroups.write_spec(s, group.uuid, new, "UPDATE_IN_PROGRESS", now)
+        attrs = dict(cluster.attrs)
         if image:
             attrs["image_id"] = image
         if version:
             attrs["coe_version"] = version
         clusters.touch(
-            s, cluster, "UPDATE_IN_PROGRESS", now, attrs=attrs, cluster_template_id=ct.uuid
+            s, cluster.uuid, "UPDATE_IN_PROGRESS", now, attrs=attrs, cluster_template_id=ct.uuid
         )
         events.record(
             s,
             cluster.uuid,
             "UpgradeRequested",
             f"upgrade to template {ct.name} (image {image}, version {version}) of "
-            f"{', '.join(r.name for r in rows)}; max_batch_size {batch}",
+            f"{', '.join(g.name for g in groups)}; max_batch_size {batch}",
         )
         return cluster.uuid
 
 
 def _check_skew(
-    s: Session, cluster: ClusterRecord, rows: list[NodeGroupRecord], version: str | None
+    s: Session, cluster: ClusterRef, groups: list[m.NodeGroup], version: str | None
 ) -> None:
     """Refuse (Invalid) an upgrade that would leave workers on a Kubernetes version the
     masters cannot serve (newer than them, or too far behind): masters go first."""
     if not version:
         return
-    moving = {r.uuid for r in rows}
-    cluster_version = (cluster.attrs or {}).get("coe_version")
+    moving = {g.uuid for g in groups}
+    cluster_version = cluster.attrs.get("coe_version")
     masters: list[tuple[str, str]] = []
     workers: list[tuple[str, str]] = []
     for g in nodegroups.of_cluster(s, cluster.uuid):

@@ -32,15 +32,14 @@ def hold(db: Database, caller: Caller, ident: str, action: str, body: dict[str, 
     v.reject_unknown(action, body, KEYS)
     want = HOLDS[action]
     with db.write() as s:
-        cluster = clusters.find_changeable_row(s, caller.scope, ident)
-        rows = nodegroups.targets(s, cluster.uuid, v.string("nodegroup", body.get("nodegroup")))
+        cluster = clusters.find_changeable(s, caller.scope, ident)
+        groups = nodegroups.targets(s, cluster.uuid, v.string("nodegroup", body.get("nodegroup")))
         now = utcnow()
-        for row in rows:
-            spec = nodegroups.spec_of(row)
-            if spec.rollout_hold != want:
-                new = dataclasses.replace(spec, rollout_hold=want)
-                nodegroups.write_spec(s, row, new, "UPDATE_IN_PROGRESS", now)
-        clusters.touch(s, cluster, "UPDATE_IN_PROGRESS", now)
-        names = ", ".join(r.name for r in rows)
+        for group in groups:
+            if group.spec.rollout_hold != want:
+                new = dataclasses.replace(group.spec, rollout_hold=want)
+                nodegroups.write_spec(s, group.uuid, new, "UPDATE_IN_PROGRESS", now)
+        clusters.touch(s, cluster.uuid, "UPDATE_IN_PROGRESS", now)
+        names = ", ".join(g.name for g in groups)
         events.record(s, cluster.uuid, f"Rollout{action.capitalize()}", f"{action}: {names}")
         return cluster.uuid

@@ -27,15 +27,15 @@ def resolve(
     if entry.ref_key == entries.NGT_REF:
         ngt = templates.get_ngt(s, scope, entry.ref)
         return entries.source_of(ngt.spec, ngt.name, ngt.uuid)
-    row = None
+    group = None
     if cluster_uuid is not None:
         try:
-            row = nodegroups.find_row(s, cluster_uuid, entry.ref)
+            group = nodegroups.find(s, cluster_uuid, entry.ref)
         except NotFound:
-            row = None
-    if row is None:
-        row = nodegroups.find_any_row(s, scope, entry.ref)
-    return entries.source_of(nodegroups.spec_of(row), row.name, row.uuid)
+            group = None
+    if group is None:
+        group = nodegroups.find_any(s, scope, entry.ref)
+    return entries.source_of(group.spec, group.name, group.uuid)
 
 
 def resolve_all(

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from shoal.db.engine import Database
-from shoal.db.records import ClusterTemplateRecord, Session
+from shoal.db.records import Session, TemplateRef
 from shoal.db.repo import clusters, nodegroups, templates
 from shoal.db.repo.paging import Page
 from shoal.domain import derived, entries, jsonpatch, merge, policy, specs
@@ -64,9 +64,9 @@ def create(db: Database, caller: Caller, body: dict[str, Any]) -> m.ClusterTempl
         base: dict[str, Any] = {}
         if body.get("from_cluster") is not None:
             ident = v.string("from_cluster", body["from_cluster"]) or ""
-            src = clusters.find_row(s, caller.scope, ident)
+            src = clusters.find(s, caller.scope, ident)
             source_id = src.uuid
-            base = merge.cluster_to_template_attrs(src.attrs or {})
+            base = merge.cluster_to_template_attrs(src.attrs)
             if "node_group_templates" not in body:
                 ngts = [
                     entries.TemplateEntryPlan(g.name, g.spec, g.uuid)
@@ -175,12 +175,12 @@ def update(db: Database, caller: Caller, ident: str, patch: Any) -> m.ClusterTem
     """JSON-patch on attributes, name and the embedded NGT list (replaced whole)."""
     policy.enforce(caller, "clustertemplate:update")
     with db.write() as s:
-        row = _find_changeable(s, caller, ident, "changed")
-        if row.project_id != caller.project_id and not caller.is_admin:
+        found = _find_changeable(s, caller, ident, "changed")
+        if found.project_id != caller.project_id and not caller.is_admin:
             raise Invalid("a public template of another project cannot be changed", "project_id")
-        current = {**(row.attrs or {}), "name": row.name}
+        current = {**found.attrs, "name": found.name}
         changes = jsonpatch.apply(current, patch, PATCHABLE, kind="clustertemplate")
-        name = row.name
+        name = found.name
         if "name" in changes:
             name = v.name("name", changes.pop("name"))
         ngts_raw = changes.pop("node_group_templates", ...)
@@ -189,17 +189,17 @@ def update(db: Database, caller: Caller, ident: str, patch: Any) -> m.ClusterTem
             {k: x for k, x in changes.items() if x is not None},
             specs.TEMPLATE_ATTRS,
         )
-        attrs = dict(row.attrs or {})
+        attrs = dict(found.attrs)
         for k in changes:
             attrs.pop(k, None)
         attrs.update(checked)
         _check_publish(caller, checked)
         if ngts_raw is ...:
-            ct = templates.get_ct(s, caller.scope, row.uuid)
+            ct = templates.get_ct(s, caller.scope, found.uuid)
             ngts = entries.as_written(ct.node_group_templates, templates.referenced_ngts(s, ct))
         else:
             given = _parse_entries(ngts_raw)
-            ct = templates.get_ct(s, caller.scope, row.uuid)
+            ct = templates.get_ct(s, caller.scope, found.uuid)
             vm_templates.enforce(
                 caller, (e.attrs for e in given), vm_templates.kept_by(ct.node_group_templates)
             )
@@ -207,23 +207,23 @@ def update(db: Database, caller: Caller, ident: str, patch: Any) -> m.ClusterTem
         attrs = _with_distro(attrs)
         _require(attrs, ngts)
         if ngts_raw is not ...:
-            templates.replace_embedded(s, row, ngts)
-        return templates.update_ct(s, row, name, attrs)
+            templates.replace_embedded(s, found.uuid, found.project_id, ngts)
+        return templates.update_ct(s, found.uuid, name, attrs)
 
 
 def delete(db: Database, caller: Caller, ident: str) -> None:
     """Templates are freely deletable: clusters made from them copied what they need."""
     policy.enforce(caller, "clustertemplate:delete")
     with db.write() as s:
-        row = _find_changeable(s, caller, ident, "deleted")
-        if row.project_id != caller.project_id and not caller.is_admin:
+        found = _find_changeable(s, caller, ident, "deleted")
+        if found.project_id != caller.project_id and not caller.is_admin:
             raise Invalid("a public template of another project cannot be deleted", "project_id")
-        templates.delete_ct(s, row)
+        templates.delete_ct(s, found.uuid)
 
 
-def _find_changeable(s: Session, caller: Caller, ident: str, action: str) -> ClusterTemplateRecord:
+def _find_changeable(s: Session, caller: Caller, ident: str, action: str) -> TemplateRef:
     try:
-        return templates.find_ct_row(s, caller.scope, ident)
+        return templates.find_ct(s, caller.scope, ident)
     except NotFound:
         _refuse_kept(s, caller, ident, action)
         raise

@@ -1,4 +1,5 @@
-"""Clusters: insert with their node groups, read with derived counts, mark deleting."""
+"""Clusters: insert with their node groups, read with derived counts, find for a
+change (a `ClusterRef`), and the desired-state writes by uuid (touch, health, delete)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from sqlalchemy import insert as sql_insert
 from sqlalchemy.orm import Session
 
 from shoal.db import convert, notify
+from shoal.db.records import ClusterRef, Health
 from shoal.db.repo import lookup, nodegroups
 from shoal.db.repo.paging import Page, paginate
 from shoal.db.repo.templates import new_uuid
@@ -40,7 +42,7 @@ class Counts:
     master_count: int = 0
 
 
-def find_row(session: Session, scope: Scope, ident: str, for_update: bool = False) -> ClusterRow:
+def _find(session: Session, scope: Scope, ident: str, for_update: bool) -> ClusterRow:
     row: ClusterRow = lookup.find(
         session,
         ClusterRow,
@@ -53,22 +55,36 @@ def find_row(session: Session, scope: Scope, ident: str, for_update: bool = Fals
     return row
 
 
-def find_changeable_row(session: Session, scope: Scope, ident: str) -> ClusterRow:
+def find(session: Session, scope: Scope, ident: str, for_update: bool = False) -> ClusterRef:
+    """The cluster `ident` names (uuid or name) in the scope; `for_update`: its row
+    locked until the transaction ends."""
+    return convert.cluster_ref_from_row(_find(session, scope, ident, for_update))
+
+
+def find_changeable(session: Session, scope: Scope, ident: str) -> ClusterRef:
     """The cluster, locked for a desired-state change; Conflict once it is being deleted
     (a change can no longer apply, and must not flip DELETE_IN_PROGRESS back)."""
-    row = find_row(session, scope, ident, for_update=True)
-    if row.deleting:
-        raise Conflict(f"Cluster {row.name} is being deleted")
-    return row
+    cluster = find(session, scope, ident, for_update=True)
+    if cluster.deleting:
+        raise Conflict(f"Cluster {cluster.name} is being deleted")
+    return cluster
 
 
-def by_uuid(session: Session, uuid: str) -> ClusterRow | None:
+def by_uuid(session: Session, uuid: str) -> ClusterRef | None:
     """The cluster whose uuid is `uuid`, in any project, deleting or not."""
-    return session.scalars(select(ClusterRow).where(ClusterRow.uuid == uuid)).first()
+    row = session.scalars(select(ClusterRow).where(ClusterRow.uuid == uuid)).first()
+    return convert.cluster_ref_from_row(row) if row is not None else None
+
+
+def get_by_uuid(session: Session, uuid: str) -> m.Cluster:
+    """The cluster whose uuid is `uuid` (one the caller found already)."""
+    return convert.cluster_from_row(
+        session.scalars(select(ClusterRow).where(ClusterRow.uuid == uuid)).one()
+    )
 
 
 def get(session: Session, scope: Scope, ident: str) -> m.Cluster:
-    return convert.cluster_from_row(find_row(session, scope, ident))
+    return convert.cluster_from_row(_find(session, scope, ident, for_update=False))
 
 
 def made_from_template(session: Session, scope: Scope, template_uuid: str) -> m.Cluster | None:
@@ -209,27 +225,54 @@ def insert(
 
 
 _INSERT_CLUSTER = sql_insert(table_of(ClusterRow)).returning(*table_of(ClusterRow).c)
+# Writes of one cluster by uuid, built once: the columns set are the parameters'.
+_CL = table_of(ClusterRow)
+_SET = update(_CL).where(_CL.c.uuid == bindparam("b_uuid"))
+_TOUCH = _SET.values(generation=_CL.c.generation + 1)  # with `nodegroups.desired`
 
 
-def touch(session: Session, row: ClusterRow, status: str, now: datetime, **values: Any) -> None:
-    """New desired state: bump generation, set status, wake the conductor."""
-    row.generation = row.generation + 1
-    row.status = status
-    row.status_reason = None
-    row.operation_started_at = now
-    row.next_reconcile_at = now
-    row.updated_at = now
-    for k, x in values.items():
-        setattr(row, k, x)
-    session.flush()
+def touch(
+    session: Session,
+    uuid: str,
+    status: str,
+    now: datetime,
+    *,
+    attrs: dict[str, Any] | None = None,
+    cluster_template_id: str | None = None,
+    health: Health | None = None,
+) -> None:
+    """New desired state: bump generation, set status, wake the conductor; with new
+    `attrs`, the template it now follows, new `health` when given. One UPDATE."""
+    values: dict[str, Any] = {}
+    if attrs is not None:
+        values["attrs"] = attrs
+    if cluster_template_id is not None:
+        values["cluster_template_id"] = cluster_template_id
+    if health is not None:
+        values |= _health_values(health)
+    _touch(session, uuid, status, now, values)
 
 
-def mark_deleting(session: Session, row: ClusterRow, now: datetime) -> None:
+def _touch(session: Session, uuid: str, status: str, now: datetime, values: dict[str, Any]) -> None:
+    session.execute(_TOUCH, nodegroups.desired(uuid, status, now, values))
+    notify.request(session)  # a statement, not a flush: the session's flush hook misses it
+
+
+def _health_values(health: Health) -> dict[str, Any]:
+    return {"health_status": health.status, "health_status_reason": health.reason}
+
+
+def set_health(session: Session, uuid: str, health: Health, now: datetime) -> None:
+    """Magnum's health fields as a client sets them: no new desired state."""
+    session.execute(_SET, {"b_uuid": uuid, "updated_at": now, **_health_values(health)})
+
+
+def mark_deleting(session: Session, uuid: str, now: datetime) -> None:
     """The cluster and all its node groups go DELETE_IN_PROGRESS in one statement each."""
-    touch(session, row, "DELETE_IN_PROGRESS", now, deleting=True)
+    _touch(session, uuid, "DELETE_IN_PROGRESS", now, {"deleting": True})
     session.execute(
         update(NodeGroupRow)
-        .where(NodeGroupRow.cluster_uuid == row.uuid)
+        .where(NodeGroupRow.cluster_uuid == uuid)
         .values(
             deleting=True,
             status="DELETE_IN_PROGRESS",

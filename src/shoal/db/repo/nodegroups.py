@@ -2,24 +2,37 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, case, func, select
+from sqlalchemy import bindparam, case, func, select, update
 from sqlalchemy.orm import Session
 
-from shoal.db import convert
+from shoal.db import convert, notify
+from shoal.db.records import ClusterRef
 from shoal.db.repo import lookup
 from shoal.db.repo.paging import Page, paginate
-from shoal.db.tables import ClusterRow, NodeGroupRow, NodeRow
+from shoal.db.tables import ClusterRow, NodeGroupRow, NodeRow, table_of
 from shoal.db.types import utcnow
 from shoal.domain import model as m
 from shoal.domain import release
 from shoal.domain.merge import GroupPlan
 from shoal.domain.policy import Scope
 
+_TABLE = table_of(NodeGroupRow)
+# Desired-state writes of one group by uuid, built once (building and keying a
+# statement costs more than running it): the columns set are the parameters'
+# (`desired`), and the generation moves by one.
+_TOUCH = (
+    update(_TABLE)
+    .where(_TABLE.c.uuid == bindparam("b_uuid"))
+    .values(generation=_TABLE.c.generation + 1)
+)
+_WRITE_SPEC = _TOUCH.returning(*_TABLE.c)
+_CLUSTERS = table_of(ClusterRow)
+_SET_PROVIDERS = update(_CLUSTERS).where(_CLUSTERS.c.uuid == bindparam("b_uuid"))
 SORT_KEYS = frozenset(
     {"id", "uuid", "name", "role", "node_count", "status", "created_at", "updated_at"}
 )
@@ -36,20 +49,34 @@ class Live:
 
 def insert(
     session: Session,
-    cluster: ClusterRow,
-    plan: GroupPlan,
+    cluster: ClusterRef,
+    plans: Sequence[GroupPlan],
     *,
     now: datetime | None = None,
-    uuid: str | None = None,
-) -> m.NodeGroup:
-    """A node group of `cluster`, due for the conductor right away (`uuid`: see
-    `new_values`)."""
-    values = new_values(cluster.uuid, cluster.project_id, plan, now or utcnow(), uuid)
-    cluster.providers = release.record(cluster.providers, [plan.spec.provider])
-    row = NodeGroupRow(**values)
-    session.add(row)
+    uuids: Mapping[str, str] | None = None,
+) -> list[m.NodeGroup]:
+    """Node groups of `cluster`, due for the conductor right away (`uuids`: by group
+    name, see `new_values`); the cluster records the providers they are made in."""
+    at = now or utcnow()
+    rows = [
+        NodeGroupRow(
+            **new_values(cluster.uuid, cluster.project_id, plan, at, (uuids or {}).get(plan.name))
+        )
+        for plan in plans
+    ]
+    _add_providers(session, cluster, [plan.spec.provider for plan in plans])
+    session.add_all(rows)
     session.flush()
-    return convert.nodegroup_from_row(row)
+    return [convert.nodegroup_from_row(row) for row in rows]
+
+
+def _add_providers(session: Session, cluster: ClusterRef, added: list[str | None]) -> None:
+    """Record the providers of new groups on their cluster (a write only when that
+    changes what it records)."""
+    known = None if cluster.providers is None else list(cluster.providers)
+    new = release.record(known, added)
+    if new != known:
+        session.execute(_SET_PROVIDERS, {"b_uuid": cluster.uuid, "providers": new})
 
 
 def new_values(
@@ -83,10 +110,9 @@ def new_values(
     }
 
 
-def find_row(
-    session: Session, cluster_uuid: str, ident: str, for_update: bool = False
-) -> NodeGroupRow:
-    """A group of the cluster by uuid, name or integer id."""
+def find(session: Session, cluster_uuid: str, ident: str, for_update: bool = False) -> m.NodeGroup:
+    """A group of the cluster by uuid, name or integer id (`for_update`: its row locked
+    until the transaction ends)."""
     row: NodeGroupRow = lookup.find(
         session,
         NodeGroupRow,
@@ -97,15 +123,15 @@ def find_row(
         by_int_id=True,
         for_update=for_update,
     )
-    return row
+    return convert.nodegroup_from_row(row)
 
 
-def find_any_row(session: Session, scope: Scope, ident: str) -> NodeGroupRow:
+def find_any(session: Session, scope: Scope, ident: str) -> m.NodeGroup:
     """A group of any cluster of the scope, by uuid (NGT-from-nodegroup, clones)."""
     row: NodeGroupRow = lookup.find(
         session, NodeGroupRow, ident, kind="NodeGroup", plural="nodegroups", scope=scope
     )
-    return row
+    return convert.nodegroup_from_row(row)
 
 
 _OF_CLUSTER = (
@@ -164,36 +190,46 @@ def addresses(session: Session, group_uuid: str) -> list[str]:
 
 
 def write_spec(
-    session: Session, row: NodeGroupRow, spec: m.NodeGroupSpec, status: str, now: datetime
+    session: Session, uuid: str, spec: m.NodeGroupSpec, status: str, now: datetime
 ) -> m.NodeGroup:
-    """Store a new desired spec: bump generation, set status, wake the conductor."""
-    row.role = spec.role
-    row.node_count = spec.node_count
-    row.min_node_count = spec.min_node_count
-    row.max_node_count = spec.max_node_count
-    row.spec = convert.ng_spec_to_json(spec)
+    """Store a new desired spec: bump generation, set status, wake the conductor. One
+    UPDATE, which returns the group as it now is."""
+    values: dict[str, Any] = {
+        "role": spec.role,
+        "node_count": spec.node_count,
+        "min_node_count": spec.min_node_count,
+        "max_node_count": spec.max_node_count,
+        "spec": convert.ng_spec_to_json(spec),
+    }
     if spec.coe_version:
-        row.version = spec.coe_version
-    touch(session, row, status, now)
+        values["version"] = spec.coe_version
+    row = session.execute(_WRITE_SPEC, desired(uuid, status, now, values)).one()
+    notify.request(session)  # a statement, not a flush: the session's flush hook misses it
     return convert.nodegroup_from_row(row)
 
 
 def touch(
-    session: Session, row: NodeGroupRow, status: str, now: datetime, **values: object
+    session: Session, uuid: str, status: str, now: datetime, *, deleting: bool = False
 ) -> None:
-    row.generation = row.generation + 1
-    row.status = status
-    row.status_reason = None
-    row.operation_started_at = now
-    row.next_reconcile_at = now
-    row.updated_at = now
-    for k, x in values.items():
-        setattr(row, k, x)
-    session.flush()
+    """New desired state: bump generation, set status, wake the conductor (`deleting`:
+    the group is to go)."""
+    session.execute(_TOUCH, desired(uuid, status, now, {"deleting": True} if deleting else {}))
+    notify.request(session)
 
 
-def spec_of(row: NodeGroupRow) -> m.NodeGroupSpec:
-    return convert.nodegroup_from_row(row).spec
+def desired(uuid: str, status: str, now: datetime, values: dict[str, Any]) -> dict[str, Any]:
+    """The parameters of a desired-state write of cluster or node group `uuid` (a
+    statement that moves its generation by one): `status`, due for the conductor now,
+    and `values` (by column)."""
+    return {
+        "b_uuid": uuid,
+        "status": status,
+        "status_reason": None,
+        "operation_started_at": now,
+        "next_reconcile_at": now,
+        "updated_at": now,
+        **values,
+    }
 
 
 def count_by_provider(session: Session, defaults: set[str]) -> dict[str, int]:
@@ -208,13 +244,13 @@ def count_by_provider(session: Session, defaults: set[str]) -> dict[str, int]:
     return out
 
 
-def targets(session: Session, cluster_uuid: str, ident: str | None) -> list[NodeGroupRow]:
+def targets(session: Session, cluster_uuid: str, ident: str | None) -> list[m.NodeGroup]:
     """The node group `ident` names, or every group of the cluster not being deleted
     (None), each locked for update: what a cluster-wide action acts on."""
     if ident is not None:
-        return [find_row(session, cluster_uuid, ident, for_update=True)]
+        return [find(session, cluster_uuid, ident, for_update=True)]
     return [
-        find_row(session, cluster_uuid, g.uuid, for_update=True)
+        find(session, cluster_uuid, g.uuid, for_update=True)
         for g in of_cluster(session, cluster_uuid)
         if not g.deleting
     ]

@@ -6,18 +6,21 @@ import uuid as uuidlib
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
 from shoal.db import convert
+from shoal.db.records import TemplateRef
 from shoal.db.repo import lookup
 from shoal.db.repo.paging import Page, paginate
-from shoal.db.tables import ClusterTemplateRow, NodeGroupTemplateRow
+from shoal.db.tables import ClusterTemplateRow, NodeGroupTemplateRow, table_of
 from shoal.db.types import utcnow
 from shoal.domain import model as m
 from shoal.domain.entries import TemplateEntryPlan
 from shoal.domain.policy import Scope
 
+_CT_TABLE = table_of(ClusterTemplateRow)
+_NGT_TABLE = table_of(NodeGroupTemplateRow)
 CT_SORT_KEYS = frozenset({"id", "uuid", "name", "created_at", "updated_at"})
 NGT_SORT_KEYS = CT_SORT_KEYS
 
@@ -44,8 +47,7 @@ def _ct(session: Session, row: ClusterTemplateRow) -> m.ClusterTemplate:
     return convert.ct_from_row(row, _embedded(session, [row.uuid])[row.uuid])
 
 
-def find_ct_row(session: Session, scope: Scope, ident: str) -> ClusterTemplateRow:
-    """A template of the scope (or a public one) by uuid or name."""
+def _find_ct(session: Session, scope: Scope, ident: str) -> ClusterTemplateRow:
     row: ClusterTemplateRow = lookup.find(
         session,
         ClusterTemplateRow,
@@ -58,8 +60,13 @@ def find_ct_row(session: Session, scope: Scope, ident: str) -> ClusterTemplateRo
     return row
 
 
+def find_ct(session: Session, scope: Scope, ident: str) -> TemplateRef:
+    """A template of the scope (or a public one) by uuid or name."""
+    return convert.template_ref_from_row(_find_ct(session, scope, ident))
+
+
 def get_ct(session: Session, scope: Scope, ident: str) -> m.ClusterTemplate:
-    return _ct(session, find_ct_row(session, scope, ident))
+    return _ct(session, _find_ct(session, scope, ident))
 
 
 def list_cts(session: Session, scope: Scope, page: Page) -> list[m.ClusterTemplate]:
@@ -94,27 +101,28 @@ def insert_ct(
     )
     session.add(row)
     session.flush()
-    replace_embedded(session, row, ngts)
+    replace_embedded(session, row.uuid, row.project_id, ngts)
     return _ct(session, row)
 
 
 def replace_embedded(
     session: Session,
-    row: ClusterTemplateRow,
+    ct_uuid: str,
+    project_id: str,
     ngts: Sequence[TemplateEntryPlan],
 ) -> None:
     """Drop the template's entries and write `ngts` in their place: an embedded NGT
     keeps its whole spec, a reference only the attributes over the NGT it names."""
     session.execute(
-        delete(NodeGroupTemplateRow).where(NodeGroupTemplateRow.cluster_template_uuid == row.uuid)
+        delete(NodeGroupTemplateRow).where(NodeGroupTemplateRow.cluster_template_uuid == ct_uuid)
     )
     for pos, x in enumerate(ngts):
         session.add(
             NodeGroupTemplateRow(
                 uuid=new_uuid(),
-                project_id=row.project_id,
+                project_id=project_id,
                 name=x.name,
-                cluster_template_uuid=row.uuid,
+                cluster_template_uuid=ct_uuid,
                 position=pos,
                 spec=dict(x.overrides) if x.reference else convert.ngt_spec_to_json(x.spec),
                 source_id=x.source_id,
@@ -125,23 +133,22 @@ def replace_embedded(
     session.flush()
 
 
-def update_ct(
-    session: Session, row: ClusterTemplateRow, name: str, attrs: dict[str, Any]
-) -> m.ClusterTemplate:
-    row.name = name
-    row.attrs = attrs
-    row.public = bool(attrs.get("public"))
-    row.updated_at = utcnow()
-    session.flush()
-    return _ct(session, row)
+def update_ct(session: Session, uuid: str, name: str, attrs: dict[str, Any]) -> m.ClusterTemplate:
+    """The template's new name and attributes (one UPDATE, which returns it)."""
+    row = session.execute(
+        update(_CT_TABLE)
+        .where(_CT_TABLE.c.uuid == uuid)
+        .values(name=name, attrs=attrs, public=bool(attrs.get("public")), updated_at=utcnow())
+        .returning(*_CT_TABLE.c)
+    ).one()
+    return convert.ct_from_row(row, _embedded(session, [uuid])[uuid])
 
 
-def delete_ct(session: Session, row: ClusterTemplateRow) -> None:
+def delete_ct(session: Session, uuid: str) -> None:
     session.execute(
-        delete(NodeGroupTemplateRow).where(NodeGroupTemplateRow.cluster_template_uuid == row.uuid)
+        delete(NodeGroupTemplateRow).where(NodeGroupTemplateRow.cluster_template_uuid == uuid)
     )
-    session.delete(row)
-    session.flush()
+    session.execute(delete(ClusterTemplateRow).where(ClusterTemplateRow.uuid == uuid))
 
 
 # Embedded node group templates belong to their cluster template: they are read and
@@ -149,9 +156,9 @@ def delete_ct(session: Session, row: ClusterTemplateRow) -> None:
 _STANDALONE = NodeGroupTemplateRow.cluster_template_uuid.is_(None)
 
 
-def find_ngt_row(
+def get_ngt(
     session: Session, scope: Scope, ident: str, for_update: bool = False
-) -> NodeGroupTemplateRow:
+) -> m.NodeGroupTemplate:
     """A standalone node group template of the project, by uuid or name (`for_update`:
     locked, so that a template cannot reference it while it is being deleted)."""
     row: NodeGroupTemplateRow = lookup.find(
@@ -164,13 +171,7 @@ def find_ngt_row(
         where=(_STANDALONE,),
         for_update=for_update,
     )
-    return row
-
-
-def get_ngt(
-    session: Session, scope: Scope, ident: str, for_update: bool = False
-) -> m.NodeGroupTemplate:
-    return convert.ngt_from_row(find_ngt_row(session, scope, ident, for_update))
+    return convert.ngt_from_row(row)
 
 
 def referenced_ngts(session: Session, ct: m.ClusterTemplate) -> dict[str, m.NodeGroupTemplate]:
@@ -234,10 +235,17 @@ def insert_ngt(
 
 
 def update_ngt(
-    session: Session, row: NodeGroupTemplateRow, name: str, spec: m.NodeGroupSpec
+    session: Session, uuid: str, name: str, spec: m.NodeGroupSpec
 ) -> m.NodeGroupTemplate:
-    row.name = name
-    row.spec = convert.ngt_spec_to_json(spec)
-    row.updated_at = utcnow()
-    session.flush()
+    """The NGT's new name and spec (one UPDATE, which returns it)."""
+    row = session.execute(
+        update(_NGT_TABLE)
+        .where(_NGT_TABLE.c.uuid == uuid)
+        .values(name=name, spec=convert.ngt_spec_to_json(spec), updated_at=utcnow())
+        .returning(*_NGT_TABLE.c)
+    ).one()
     return convert.ngt_from_row(row)
+
+
+def delete_ngt(session: Session, uuid: str) -> None:
+    session.execute(delete(NodeGroupTemplateRow).where(NodeGroupTemplateRow.uuid == uuid))
