@@ -52,6 +52,22 @@ def stack_of(s: ShoalOnNova, group_uuid: str) -> Any:
         conn.close()
 
 
+def open_driver(cloud: OpenStackCloud, prefix: str, tmp_path: Path, **over: Any) -> Any:
+    """A new project on `cloud` and the heat driver on it (settings `over` the project's
+    entry and clouds.yaml): (project, settings, its Cloud, the driver)."""
+    from shoal.drivers.heat.cloud import Cloud, load
+    from shoal.drivers.heat.driver import HeatDriver
+    from shoal.drivers.heat.settings import HeatSettings
+    from tests.support.openstack_project import shoal_project
+
+    project = shoal_project(cloud, prefix)
+    settings = HeatSettings(
+        cloud=project.entry, clouds_yaml=str(project.clouds_yaml(tmp_path / "clouds.yaml")), **over
+    )
+    the_cloud = Cloud(load(settings))
+    return project, settings, the_cloud, HeatDriver(settings, the_cloud)
+
+
 def stack_names(s: ShoalOnNova) -> list[str]:
     """Every stack of the project, as its user sees it in Heat (deleted ones excluded)."""
     conn = s.cloud.connection(s.project.creds)
@@ -173,23 +189,13 @@ def test_an_operators_template_is_used(openstack_heat: OpenStackCloud, tmp_path:
     from it, with its extra resource and output, and its members are the group's. The
     group's template does not change later: asking for another is refused, naming both."""
     from shoal.drivers.contract import GroupRequest, MachineSpec, MachineState, PermanentError
-    from shoal.drivers.heat.cloud import Cloud, load
-    from shoal.drivers.heat.driver import HeatDriver
-    from shoal.drivers.heat.settings import HeatSettings
-    from tests.support.openstack_project import shoal_project
 
     cloud = openstack_heat
-    project = shoal_project(cloud, "heat-tpl")
-    settings = HeatSettings(
-        cloud=project.entry,
-        clouds_yaml=str(project.clouds_yaml(tmp_path / "clouds.yaml")),
-        deployment="tpl",
-        template=str(EXAMPLE),
+    project, settings, the_cloud, driver = open_driver(
+        cloud, "heat-tpl", tmp_path, deployment="tpl", template=str(EXAMPLE),
         templates={"other": str(EXAMPLE)},
-    )
+    )  # fmt: skip
     assert settings.problems() == []
-    the_cloud = Cloud(load(settings))
-    driver = HeatDriver(settings, the_cloud)
     driver.check()
     specs = tuple(
         MachineSpec(
@@ -350,23 +356,13 @@ def test_the_cluster_stack_holds_its_server_groups_and_goes_with_the_cluster(
         PlacementPolicy,
         TransientError,
     )
-    from shoal.drivers.heat.cloud import Cloud, load
-    from shoal.drivers.heat.driver import HeatDriver
-    from shoal.drivers.heat.settings import HeatSettings
-    from tests.support.openstack_project import shoal_project
 
     cloud = openstack_heat
-    project = shoal_project(cloud, "heat-cs")
     template = tmp_path / "group.yaml"
     template.write_text(WITH_SERVER_GROUP)
-    settings = HeatSettings(
-        cloud=project.entry,
-        clouds_yaml=str(project.clouds_yaml(tmp_path / "clouds.yaml")),
-        deployment="cs",
-        template=str(template),
+    project, _, the_cloud, driver = open_driver(
+        cloud, "heat-cs", tmp_path, deployment="cs", template=str(template)
     )
-    the_cloud = Cloud(load(settings))
-    driver = HeatDriver(settings, the_cloud)
     driver.check()
     s = ShoalOnNova(cloud, project, tmp_path, "cs")
     pgs = {
@@ -515,20 +511,9 @@ def test_a_server_no_stack_holds_is_deleted_once_its_group_stack_is_gone(
     stack gone) is deleted in Nova by the group's listing, and by `delete_machine`,
     instead of being reported as going forever."""
     from shoal.drivers.contract import GroupState, MachineState
-    from shoal.drivers.heat.cloud import Cloud, load
-    from shoal.drivers.heat.driver import HeatDriver
-    from shoal.drivers.heat.settings import HeatSettings
-    from tests.support.openstack_project import shoal_project
 
     cloud = openstack_heat
-    project = shoal_project(cloud, "heat-lost")
-    settings = HeatSettings(
-        cloud=project.entry,
-        clouds_yaml=str(project.clouds_yaml(tmp_path / "clouds.yaml")),
-        deployment="lost",
-    )
-    the_cloud = Cloud(load(settings))
-    driver = HeatDriver(settings, the_cloud)
+    project, _, the_cloud, driver = open_driver(cloud, "heat-lost", tmp_path, deployment="lost")
     driver.check()
     s = ShoalOnNova(cloud, project, tmp_path, "lost")
 
