@@ -547,3 +547,42 @@ def test_a_server_no_stack_holds_is_deleted_once_its_group_stack_is_gone(
     s.wait(lambda: second not in nova_ids(), "the second lost server deleted", timeout=300)
     assert s.project.wait_empty() == []
     the_cloud.close()
+
+
+def test_deleting_a_group_deletes_its_servers_beside_its_stack(
+    openstack_heat: OpenStackCloud, tmp_path: Path
+) -> None:
+    """Heat walks a deleted stack's members one at a time and waits for each server's
+    delete; `delete_group` asks Nova to delete every server of the group as well, so
+    when it returns each of them is already going (Nova deleting it, or gone), however
+    far Heat's walk is; the stack then goes as usual."""
+    from shoal.drivers.contract import GroupRequest, MachineSpec, MachineState
+
+    cloud = openstack_heat
+    project, _, the_cloud, driver = open_driver(cloud, "heat-del", tmp_path, deployment="del")
+    driver.check()
+    specs = tuple(
+        MachineSpec(
+            machine_id=f"m{n}-{project.name}",
+            name=f"del-{n}",
+            project_id="p",
+            cluster_id="c",
+            nodegroup_id="g",
+            role="worker",
+            flavor_id=cloud.flavor_small.name,
+            image_id=cloud.image_name,
+        )  # fmt: skip
+        for n in range(3)
+    )
+    driver.apply_group(GroupRequest("g", "p", "c", specs))
+    s = ShoalOnNova(cloud, project, tmp_path, "del")
+    s.wait(
+        lambda: [m.state for m in driver.list_machines({})] == [MachineState.ACTIVE] * 3,
+        "three members active",
+    )
+    driver.delete_group("g")
+    left = [(x.name, x.status, x.task_state) for x in s.project.servers()]
+    assert all(task == "deleting" or status == "DELETED" for _, status, task in left), left
+    s.wait(lambda: driver.list_machines({}) == [], "the stack gone")
+    assert s.project.wait_empty() == []
+    the_cloud.close()
