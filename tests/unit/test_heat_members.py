@@ -223,3 +223,37 @@ def test_the_members_template_has_one_server_per_member_named_by_its_index() -> 
     assert server["name"] == first.members["1"]["name"]
     assert server["availability_zone"] == "az1" and server["metadata"]["shoal-node"] == "m1"
     assert body["outputs"]["refs_map"]["value"] == {i: {"get_resource": i} for i in "012"}
+
+
+# (the ids the catalog gave the entry) -> (the server's image, its flavor in the template)
+IDS = [
+    ({"image": "img-id", "flavor": "f-id"}, "img-id", "f-id"),
+    ({"image": "img-id", "flavor": ""}, "img-id", "m1.small"),  # a flavor the catalog lacks
+    (None, "img", "m1.small"),  # an entry made before entries had ids: as named
+]
+
+
+@pytest.mark.parametrize(("ids", "image", "flavor"), IDS)
+def test_a_members_server_is_given_the_clouds_ids_when_its_entry_has_them(
+    ids: dict[str, str] | None, image: str, flavor: str
+) -> None:
+    """Heat checks every member's image and flavor on each update of the group; by id a
+    flavor costs it one Nova request, by name three."""
+    e = mb.entry(spec(0), "dep", (), ids)
+    body = yaml.safe_load(templates.members_file({"0": e}))
+    props = body["resources"]["0"]["properties"]
+    assert (props["image"], props["flavor"]) == (image, flavor)
+    assert (e["image"], e["flavor"]) == ("img", "m1.small")  # the spec's own, kept
+
+
+def test_a_member_made_by_name_is_kept_when_it_is_asked_again_with_ids() -> None:
+    """No change reaches a member's server when the group is next updated: an entry made
+    before entries carried ids stays as it is (Heat would rebuild a server whose image
+    property changed from a name to an id)."""
+    old = mb.entry(spec(0), "dep", ())
+    group = mb.Group.of({"members": json.dumps({"0": old}), "removal_policies": "[]"})
+    ids = {"image": "img-id", "flavor": "f-id"}
+    update = mb.plan(group, [mb.entry(spec(0), "dep", (), ids), mb.entry(spec(1), "dep", (), ids)])
+    assert update is not None and update.removed == ()
+    assert update.members["0"] == old
+    assert update.members["1"]["flavor_id"] == "f-id"

@@ -150,7 +150,10 @@ class HeatDriver:
                 f"{chosen!r}, and a group's template does not change: make a new node group "
                 f"with template {chosen!r}, or choose {made!r} again"
             )
-        wanted = [mb.entry(s, self.deployment, self.settings.networks) for s in request.members]
+        wanted = [
+            mb.entry(s, self.deployment, self.settings.networks, self._ids(s))
+            for s in request.members
+        ]
         current = mb.Group.of(stack.get("parameters") if stack else None)
         planned = mb.plan(current, wanted)
         update = planned or mb.unchanged(current)
@@ -176,6 +179,13 @@ class HeatDriver:
                 name, stack["id"], {**update.parameters(), **extra}, _files(update)
             )
         self._wrote(request.nodegroup_id)
+
+    def _ids(self, spec: MachineSpec) -> dict[str, str]:
+        """The cloud's ids of the image and flavor `spec` names (by name or id), as the
+        catalog knows them; what it does not know is left as named."""
+        c = self._catalog
+        flavor = c.flavors.get(spec.flavor_id) or {}
+        return {"image": c.images.get(spec.image_id, ""), "flavor": str(flavor.get("id") or "")}
 
     def _with_server(self, request: GroupRequest) -> set[str]:
         """The group's members that have a server in Nova (machine ids): one call."""

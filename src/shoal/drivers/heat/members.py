@@ -51,12 +51,21 @@ def stack_name(deployment: str, nodegroup_id: str) -> str:
     return f"shoal-{deployment}-{nodegroup_id}"
 
 
-def entry(spec: MachineSpec, deployment: str, networks: tuple[str, ...]) -> dict[str, Any]:
-    """A machine's entry in its group's `members` parameter: all its server needs."""
+def entry(
+    spec: MachineSpec,
+    deployment: str,
+    networks: tuple[str, ...],
+    ids: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """A machine's entry in its group's `members` parameter: all its server needs.
+    `ids`: the cloud's ids of its `image` and `flavor` when the spec names them (what
+    its server is given, `image_id` and `flavor_id`: templates.members_file)."""
     tags = {TAG_DEPLOYMENT: deployment, **spec.tags}
     # Heat checks a named network through Neutron; none named: Nova's 'auto'.
     nets = [{"network": n} for n in spec.networks or networks] or [{"allocate_network": "auto"}]
+    resolved = {f"{k}_id": v for k, v in (ids or {}).items() if k in ("image", "flavor") and v}
     return {
+        **resolved,
         "id": spec.machine_id,
         "name": spec.name,
         "image": spec.image_id,
