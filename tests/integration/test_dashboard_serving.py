@@ -18,7 +18,7 @@ from tests.support.server import LiveServer, live_server
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     data = tmp_path_factory.mktemp("ui")
-    settings = Settings.from_env(env={}, data_dir=Path(data), conductor=False)
+    settings = Settings.from_env(env={}, data_dir=Path(data), port=0, conductor=False)
     with live_server(settings) as s:
         yield s
 
