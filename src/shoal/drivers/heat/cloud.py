@@ -6,7 +6,6 @@ outputs). Every failure leaves here as a contract error (errors.py)."""
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import openstack
@@ -23,7 +22,6 @@ from shoal.options import SettingsError
 
 COMPUTE_MICROVERSION = "2.26"  # server tags, and the tags filter of a listing
 IDS_KEPT = 10_000  # stack ids one process remembers by name
-DELETES_AT_ONCE = 8  # Nova deletes one call sends side by side (delete_servers)
 
 
 def load(settings: HeatSettings) -> Any:
@@ -156,21 +154,6 @@ class Cloud:
     def delete_server(self, server_id: str) -> None:
         """Nova deletes the server (one no stack holds); gone already is done."""
         self.call("compute", "DELETE", f"/servers/{server_id}", ok=(204,))
-
-    def delete_servers(self, server_ids: list[str]) -> list[DriverError]:
-        """Nova deletes each server, DELETES_AT_ONCE requests at a time; gone already is
-        done. The refusals, one per server refused (the others are deleted)."""
-        refused: list[DriverError] = []
-
-        def one(server_id: str) -> None:
-            try:
-                self.delete_server(server_id)
-            except DriverError as exc:
-                refused.append(exc)
-
-        with ThreadPoolExecutor(max_workers=max(1, min(DELETES_AT_ONCE, len(server_ids)))) as pool:
-            list(pool.map(one, server_ids))
-        return refused
 
     def zones(self) -> list[dict[str, Any]]:
         found = self.json("compute", "/os-availability-zone")

@@ -26,7 +26,6 @@ from shoal.drivers.contract import (
     BlockedError,
     BlockedKind,
     Capabilities,
-    DriverError,
     Feature,
     GroupReport,
     GroupRequest,
@@ -227,11 +226,6 @@ class HeatDriver:
         self.clusters.begin_release(cluster_id)
 
     def delete_group(self, nodegroup_id: str) -> None:
-        """Heat deletes the group's stack, and Nova its servers at once beside it: Heat
-        walks a stack's members one a second (upstream's pacing) and then waits for each
-        server's delete, so the last member's wait ends its stack; deleted from the
-        start, each member is gone when Heat reaches it. Heat's delete is the one that
-        counts: a server Nova refuses to delete here is left to it."""
         name = mb.stack_name(self.deployment, nodegroup_id)
         with self._lock(name):
             stack = self.cloud.stack(name)
@@ -239,20 +233,6 @@ class HeatDriver:
                 return
             self.cloud.delete_stack(name, stack["id"])
             self._wrote(nodegroup_id)
-        self._delete_servers_beside(nodegroup_id)
-
-    def _delete_servers_beside(self, nodegroup_id: str) -> None:
-        """The group's servers deleted in Nova while Heat deletes its stack (delete_group);
-        what Nova refuses is logged and left to Heat."""
-        try:
-            query = [self._dep_tag(), mb.nova_tag(TAG_NODEGROUP, nodegroup_id)]
-            servers = self.cloud.servers(query)
-            refused = self.cloud.delete_servers([str(s["id"]) for s in servers if not mb.going(s)])
-        except DriverError as exc:
-            refused = [exc]
-        if refused:
-            log.info("node group %s: %d of its servers' deletes refused, left to Heat's: %s",
-                     nodegroup_id, len(refused), refused[0].reason)  # fmt: skip
 
     # ------------------------------------------------------------ per machine
     def ensure_machine(self, spec: MachineSpec) -> Machine:
