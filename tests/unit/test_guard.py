@@ -3,8 +3,6 @@ how a shared write that fails is made again item by item."""
 
 from __future__ import annotations
 
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 import pytest
@@ -36,34 +34,6 @@ def test_an_exception_takes_only_its_own_item_out_of_the_pass() -> None:
     assert set(g.failed) == {"b", "c"} and isinstance(g.failed["c"], ZeroDivisionError)
     g.fail("c", RuntimeError("later"))
     assert isinstance(g.failed["c"], ZeroDivisionError)  # the first reason stays
-
-
-def test_each_at_once_runs_the_calls_side_by_side_and_keeps_each_outcome() -> None:
-    """Three calls that each wait for the other two: done only side by side (one at a
-    time they would time out at the barrier); the one that raises leaves the pass
-    alone, the others' values come back in order; one already out is not called."""
-    g = guard()
-    g.fail("gone", RuntimeError("out before"))
-    meet = threading.Barrier(3, timeout=10)
-    called: list[str] = []
-
-    def call(u: str) -> int:
-        called.append(u)
-        meet.wait()
-        return {"a": 1, "c": 3}[u]  # "b": KeyError
-
-    with ThreadPoolExecutor(4) as pool:
-        out = g.each_at_once(["a", "gone", "b", "c"], call, pool)
-    assert list(out.items()) == [("a", 1), ("c", 3)]
-    assert sorted(called) == ["a", "b", "c"]
-    assert set(g.failed) == {"gone", "b"} and isinstance(g.failed["b"], KeyError)
-
-
-def test_each_at_once_calls_one_item_on_the_callers_thread() -> None:
-    g = guard()
-    with ThreadPoolExecutor(1) as pool:
-        out = g.each_at_once(["a"], lambda u: threading.current_thread().name, pool)
-    assert out == {"a": threading.current_thread().name}
 
 
 # (what each item's write does, alone) -> (written, failed, dropped)

@@ -89,10 +89,6 @@ class Provider:
                 yield
 
 
-# Listings of one batch's groups running at once, per process (Context.listings).
-LISTINGS_AT_ONCE = 8
-
-
 @dataclass
 class Context:
     """Long-lived handles passed to every pass (no globals)."""
@@ -119,11 +115,6 @@ class Context:
     # creation, so never stale): a pass needs it before it lists, and a read per pass
     # costs more than the pass.
     group_places: dict[str, GroupPlace] = field(default_factory=dict)
-    # The listings of a batch's groups, side by side (reconcile.py): a pool of their
-    # own, so that a listing never takes a create's place among the driver calls.
-    listings: ThreadPoolExecutor = field(
-        default_factory=lambda: ThreadPoolExecutor(LISTINGS_AT_ONCE, thread_name_prefix="listing")
-    )
 
     @classmethod
     def build(

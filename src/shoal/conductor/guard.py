@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from concurrent.futures import Executor
 from datetime import datetime
 from typing import TypeVar
 
@@ -63,23 +62,6 @@ class Guard:
                 continue
             try:
                 out[u] = fn(u)
-            except Exception as exc:
-                self.fail(u, exc)
-        return out
-
-    def each_at_once(
-        self, uuids: Iterable[str], fn: Callable[[str], T], pool: Executor
-    ) -> dict[str, T]:
-        """As `each`, the calls side by side on `pool`; what each returned or raised is
-        kept here, on the caller's thread, in the order of `uuids`."""
-        todo = [u for u in uuids if self.ok(u)]
-        if len(todo) < 2:
-            return self.each(todo, fn)
-        futures = [(u, pool.submit(fn, u)) for u in todo]
-        out: dict[str, T] = {}
-        for u, f in futures:
-            try:
-                out[u] = f.result()
             except Exception as exc:
                 self.fail(u, exc)
         return out

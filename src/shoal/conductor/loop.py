@@ -186,7 +186,6 @@ class Conductor:
         if self.listener is not None:
             self.listener.stop()
         self.ctx.pool.shutdown(wait=True, cancel_futures=True)
-        self.ctx.listings.shutdown(wait=True, cancel_futures=True)
 
     def wake(self) -> None:
         """Look for due work now instead of at the next poll (rouses one idle worker)."""

@@ -59,11 +59,10 @@ def reconcile_batch(ctx: Context, uuids: list[str]) -> None:
     providers = {u: str(place.provider) for u, place in places.items()}
     # VMs of virt hosts: the driver learns the cluster's hosts before any call.
     views = guard.each(providers, lambda u: _virt_hosts(ctx, providers[u], u))
-    # Listed side by side on the listings' pool, not the driver pool: a listing does
-    # not take a create's place among the driver's `driver_concurrency` calls, and a
-    # batch's pass waits for its slowest listing, not for their sum.
+    # Listed on this worker's thread, not the driver pool's: a listing does not take
+    # a create's place among the driver's `driver_concurrency` calls.
     reports: dict[str, GroupReport] = {}
-    listed = guard.each_at_once(views, lambda u: _listing(ctx, places[u], u, reports), ctx.listings)
+    listed = guard.each(views, lambda u: _listing(ctx, places[u], u, reports))
     # The snapshots are read after the listings: every machine listed had its node
     # row committed before it was created (intent before action).
     snaps = snapshots.load_groups(ctx.db, list(listed))
