@@ -227,8 +227,8 @@ def test_the_members_template_has_one_server_per_member_named_by_its_index() -> 
 
 # (the ids the catalog gave the entry) -> (the server's image, its flavor in the template)
 IDS = [
-    ({"image": "img-id", "flavor": "f-id"}, "img-id", "f-id"),
-    ({"image": "img-id", "flavor": ""}, "img-id", "m1.small"),  # a flavor the catalog lacks
+    ({"image_id": "img-id", "flavor_id": "f-id"}, "img-id", "f-id"),
+    ({"image_id": "img-id"}, "img-id", "m1.small"),  # a flavor the catalog lacks
     (None, "img", "m1.small"),  # an entry made before entries had ids: as named
 ]
 
@@ -252,7 +252,7 @@ def test_a_member_made_by_name_is_kept_when_it_is_asked_again_with_ids() -> None
     property changed from a name to an id)."""
     old = mb.entry(spec(0), "dep", ())
     group = mb.Group.of({"members": json.dumps({"0": old}), "removal_policies": "[]"})
-    ids = {"image": "img-id", "flavor": "f-id"}
+    ids = {"image_id": "img-id", "flavor_id": "f-id"}
     update = mb.plan(group, [mb.entry(spec(0), "dep", (), ids), mb.entry(spec(1), "dep", (), ids)])
     assert update is not None and update.removed == ()
     assert update.members["0"] == old

@@ -183,8 +183,11 @@ class HeatDriver:
         """The cloud's ids of the image and flavor `spec` names (by name or id), as the
         catalog knows them; what it does not know is left as named."""
         c = self._catalog
-        flavor = c.flavors.get(spec.flavor_id) or {}
-        return {"image": c.images.get(spec.image_id, ""), "flavor": str(flavor.get("id") or "")}
+        ids = {
+            "image_id": c.images.get(spec.image_id),
+            "flavor_id": (c.flavors.get(spec.flavor_id) or {}).get("id"),
+        }
+        return {k: str(v) for k, v in ids.items() if v}
 
     def _with_server(self, request: GroupRequest) -> set[str]:
         """The group's members that have a server in Nova (machine ids): one call."""

@@ -58,14 +58,13 @@ def entry(
     ids: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """A machine's entry in its group's `members` parameter: all its server needs.
-    `ids`: the cloud's ids of its `image` and `flavor` when the spec names them (what
-    its server is given, `image_id` and `flavor_id`: templates.members_file)."""
+    `ids`: `image_id` and `flavor_id`, the cloud's ids of what the spec names, which its
+    server is given (templates.members_file)."""
     tags = {TAG_DEPLOYMENT: deployment, **spec.tags}
     # Heat checks a named network through Neutron; none named: Nova's 'auto'.
     nets = [{"network": n} for n in spec.networks or networks] or [{"allocate_network": "auto"}]
-    resolved = {f"{k}_id": v for k, v in (ids or {}).items() if k in ("image", "flavor") and v}
     return {
-        **resolved,
+        **(ids or {}),
         "id": spec.machine_id,
         "name": spec.name,
         "image": spec.image_id,
