@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,7 +26,7 @@ from tests.support.openstack_cloud import OPENSTACK_MARKS
 from tests.support.openstack_project import ShoalProject, admin, shoal_project
 from tests.support.process import SHOAL, serving, shoal_env
 from tests.support.server import free_port
-from tests.support.waiting import scaled
+from tests.support.waiting import until
 
 pytestmark = OPENSTACK_MARKS
 LATEST = {"OpenStack-API-Version": "container-infra latest"}
@@ -114,16 +113,25 @@ def _purged(project: ShoalProject) -> Iterator[None]:
         project.purge()
 
 
-def wait_status(creds: Credentials, cluster: str, want: str, timeout: float = 180) -> None:
-    deadline = time.monotonic() + scaled(timeout)
-    while True:
+def wait_status(creds: Credentials, cluster: str, want: str, idle: float = 180) -> None:
+    """Wait for `want` while the cluster's status or reason keeps changing (each group's
+    progress is in the reason): a loaded machine is slow, not stuck."""
+    seen: dict[str, str] = {}
+
+    def show() -> tuple[str, str]:
         done = openstack(creds, "coe", "cluster", "show", cluster, "-f", "json")
-        status = json.loads(done.stdout)["status"] if done.returncode == 0 else "GONE"
-        if status == want:
-            return
-        assert not status.endswith("FAILED"), done.stdout
-        assert time.monotonic() < deadline, f"{cluster}: {status}, not {want}"
-        time.sleep(1)
+        got = json.loads(done.stdout) if done.returncode == 0 else {"status": "GONE"}
+        seen.update(status=got["status"], reason=got.get("status_reason") or "")
+        assert not seen["status"].endswith("FAILED"), done.stdout
+        return seen["status"], seen["reason"]
+
+    until(
+        lambda: show()[0] == want,
+        progress=lambda: (seen.get("status"), seen.get("reason")),
+        what=f"{cluster} to be {want}",
+        idle=idle,
+        interval=1.0,
+    )
 
 
 def test_openstack_coe_with_password_authentication_through_the_catalog(

@@ -259,7 +259,10 @@ def test_api_address_is_known_while_workers_are_still_building(api: Api) -> None
     c = api.cluster(cid)
     workers = api.nodes(cid, "w")
     assert c["status"] == "CREATE_IN_PROGRESS"
-    assert any(n["state"] != "ACTIVE" for n in workers), "workers were all ready already"
+    # A failed worker is dropped once its machine is gone and its successor waits out the
+    # boot backoff: the group may list no worker at all, never two ready ones.
+    ready = [n["name"] for n in workers if n["state"] == "ACTIVE"]
+    assert len(ready) < 2, f"workers were all ready already: {ready}"
     master = api.nodes(cid, "m")[0]
     assert c["api_address"] == f"https://{master['address']}:6443"
     api.ok("DELETE", "/sim/faults", 204)  # the workers' boots now succeed
