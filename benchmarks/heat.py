@@ -3,7 +3,8 @@ with upstream's pacing: 1 s between the leaves of a traversal), a cluster of 3 g
 20 nodes, side by side in one run:
 
 (a) the way Magnum used Heat: one stack holding one ResourceGroup per group (every
-    member of a group alike), driven directly through Heat's API;
+    member of a group alike) and each group's server group, driven directly through
+    Heat's API;
 (b) shoal's heat provider: one stack per node group;
 (c) shoal's openstack provider: Nova servers directly.
 
@@ -55,7 +56,17 @@ def _wait(what: str, done: Callable[[], bool], timeout: float = 1800.0) -> None:
 def _magnum_template(cloud: Any, tag: str) -> dict[str, Any]:
     params: dict[str, Any] = {f"count{g}": {"type": "number"} for g in range(GROUPS)}
     params.update({f"removal{g}": {"type": "json", "default": []} for g in range(GROUPS)})
-    resources = {
+    # Each group's members in a soft-anti-affinity server group of the same stack, as
+    # Magnum's templates keep their minions (`worker_nodes_server_group`) and as (b)
+    # places each group's members: both sides do the same placement work.
+    resources: dict[str, Any] = {
+        f"server_group{g}": {
+            "type": "OS::Nova::ServerGroup",
+            "properties": {"name": f"{tag}-{g}", "policies": ["soft-anti-affinity"]},
+        }
+        for g in range(GROUPS)
+    }
+    resources |= {
         f"group{g}": {
             "type": "OS::Heat::ResourceGroup",
             "properties": {
@@ -72,6 +83,7 @@ def _magnum_template(cloud: Any, tag: str) -> dict[str, Any]:
                         "tags": [f"shoal-deployment={tag}"],
                         "user_data_format": "RAW",
                         "user_data": USER_DATA,
+                        "scheduler_hints": {"group": {"get_resource": f"server_group{g}"}},
                     },
                 },
             },
