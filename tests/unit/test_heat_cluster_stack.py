@@ -58,18 +58,27 @@ def test_resource_names_are_the_placement_groups_own_or_a_stable_digest() -> Non
     for group, want in rows:
         assert cs.resource_name(group) == want
     assert cs.resource_name("a/b").startswith("sg-") and cs.resource_name("a b") != "a b"
+    for anchor in cs.ANCHORS:  # a placement group never takes an anchor's name
+        assert cs.resource_name(anchor).startswith("sg-")
 
 
 def test_the_template_has_one_server_group_per_placement_group_and_maps_them() -> None:
     body = cs.template({"shoal-w": WORKERS, "shoal-m": MASTERS}, "dep")
     assert body["resources"] == {
+        "shoal.first": {"type": "OS::Heat::None"},
         "shoal-m": {
             "type": "OS::Nova::ServerGroup",
             "properties": {"name": "shoal-m@dep", "policies": ["anti-affinity"]},
+            "depends_on": ["shoal.first"],
         },
         "shoal-w": {
             "type": "OS::Nova::ServerGroup",
             "properties": {"name": "shoal-w@dep", "policies": ["soft-anti-affinity"]},
+            "depends_on": ["shoal.first"],
+        },
+        "shoal.last": {
+            "type": "OS::Heat::None",
+            "depends_on": ["shoal.first", "shoal-m", "shoal-w"],
         },
     }
     assert body["outputs"]["server_groups"]["value"] == {

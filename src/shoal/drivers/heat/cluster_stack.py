@@ -67,6 +67,7 @@ WAIT_S = 60.0  # how long one call waits for the cluster stack to settle
 POLL_S = 0.5
 BEGUN_KEPT = 10_000  # cluster stacks whose early delete one process remembers
 REPAIRS = 1  # updates of a failed cluster stack one call makes before it reports it
+ANCHORS = ("shoal.first", "shoal.last")  # the template's do-nothing resources (`template`)
 
 
 def stack_name(deployment: str, cluster_id: str) -> str:
@@ -328,22 +329,33 @@ class ClusterStacks:
 # ---------------------------------------------------------------- plain values
 def resource_name(group: str) -> str:
     """A placement group's resource in the cluster stack: its name when Heat takes it as
-    one, else a digest of it (stable: a held server group is never renamed)."""
-    if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,200}", group):
+    one (and it is not an anchor's), else a digest of it (stable: a held server group is
+    never renamed)."""
+    if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,200}", group) and group not in ANCHORS:
         return group
     return "sg-" + hashlib.sha256(group.encode()).hexdigest()[:24]
 
 
 def template(groups: Mapping[str, PlacementGroup], deployment: str) -> dict[str, Any]:
     """The cluster stack's template: one server group per placement group, named
-    `<placement group>@<deployment>` in Nova (as the openstack driver names them)."""
-    resources = {
+    `<placement group>@<deployment>` in Nova (as the openstack driver names them),
+    between two anchors that do nothing: every server group depends on the first and
+    the last depends on every server group. Heat triggers the leaves of a traversal
+    one second apart; the anchors make one leaf of each traversal (the first when
+    the stack is made or updated, the last when it is deleted), so that adding a
+    group's server group costs one second, not one per server group the stack holds."""
+    first, last = ANCHORS
+    resources: dict[str, Any] = {first: {"type": "OS::Heat::None"}}
+    resources |= {
         resource_name(n): {
             "type": "OS::Nova::ServerGroup",
             "properties": {"name": f"{n}@{deployment}", "policies": [g.policy.value]},
+            "depends_on": [first],
         }
         for n, g in sorted(groups.items())
     }
+    held = sorted(r for r in resources if r != first)
+    resources[last] = {"type": "OS::Heat::None", "depends_on": [first, *held]}
     return {
         "heat_template_version": templates.VERSION,
         "description": "a shoal cluster's cluster-wide resources: its Nova server groups",
