@@ -25,6 +25,7 @@ from openstack.connection import Connection
 
 from tests.harness.openstack.cloud import OpenStackCloud
 from tests.support.openstack_cloud import OPENSTACK_MARKS
+from tests.support.waiting import until
 
 # openstacksdk warns about its own internals (RemovedInSDK50Warning, ...) on most calls.
 pytestmark = [
@@ -237,10 +238,13 @@ def test_delete_leaves_no_server(
     demo.compute.delete_server(server)
     # wait_for_delete returns on status DELETED too, while Nova may still show the
     # server for a moment: only a 404 says it is gone.
-    deadline = time.monotonic() + WAIT
-    while demo.compute.find_server(server.id, ignore_missing=True) is not None:
-        assert time.monotonic() < deadline, f"server {server.id} still shown after {WAIT} s"
-        time.sleep(0.5)
+    until(
+        lambda: demo.compute.find_server(server.id, ignore_missing=True) is None,
+        progress=lambda: None,
+        what=f"server {server.id} to answer 404",
+        idle=WAIT,
+        interval=0.5,
+    )
     with pytest.raises(exceptions.NotFoundException):
         demo.compute.get_server(server.id)
     assert server.id not in {s.id for s in admin.compute.servers(all_projects=True)}

@@ -169,11 +169,11 @@ def test_a_node_whose_image_lacks_programs_fails_its_group_saying_which(
     node = api.nodes(cid, "w")[0]
     agent = httpx.Client(base_url=server.v1, timeout=30)
     headers = {protocol.TOKEN_HEADER: token_of(server, node["uuid"])}
-    service_list = [
+    services = [
         {"name": "containerd", "state": "running", "message": ""},
         {"name": "kubelet", "state": "missing", "message": "kubelet is not on this node"},
     ]
-    beat = {"node": node["uuid"], "version": "1", "task": None, "services": service_list}
+    beat = {"node": node["uuid"], "version": "1", "task": None, "services": services}
 
     def says_what_is_missing() -> bool:
         # The node's emulated agent beats too (every second, all running): this beat is
@@ -181,18 +181,15 @@ def test_a_node_whose_image_lacks_programs_fails_its_group_saying_which(
         assert agent.post("/agent/heartbeat", json=beat, headers=headers).status_code == 200
         reason = api.group(cid, "w")["status_reason"] or ""
         (mine,) = [n for n in api.nodes(cid, "w") if n["uuid"] == node["uuid"]]
-        return (
-            node["name"] in reason
-            and "lacks kubelet" in reason
-            and ("lacks kubelet" in (mine["reason"] or ""))
-        )
+        said = [reason, mine["reason"] or ""]
+        return node["name"] in reason and all("lacks kubelet" in r for r in said)
 
     wait(says_what_is_missing, 30, "the group's and the node's reason naming the program")
     assert api.group(cid, "w")["status"] == "CREATE_FAILED"
     assert api.status(cid) == "CREATE_FAILED"
     # The program found (the image fixed): the next heartbeat clears the node's reason;
     # the failed group waits for a retry, as any failed group does.
-    fixed = {**beat, "services": [{**service_list[1], "state": "running"}]}
+    fixed = {**beat, "services": [{**services[1], "state": "running"}]}
     assert agent.post("/agent/heartbeat", json=fixed, headers=headers).status_code == 200
     (mine,) = [n for n in api.nodes(cid, "w") if n["uuid"] == node["uuid"]]
     assert not mine["reason"]
