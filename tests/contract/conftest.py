@@ -8,8 +8,11 @@ cloud (tests/contract/clouds.py: `openstack`, Nova's API behind a rate-limiting
 proxy; `heat`, the same cloud with Heat, Heat's API behind it). One more harness
 needs this test session's resources: the sim on a throwaway PostgreSQL database.
 A harness that cannot run here raises `Unavailable`: the test skips, or fails under
-CI where ./run test installs what it needs; a provocation a driver cannot make
-raises `Unsupported`: that check skips.
+CI where ./run test installs what it needs. An error-class check needs its harness to
+provoke that error (`@pytest.mark.provokes(Provocation...)`): it is not run against a
+harness that declares it cannot (`cannot`, with why; listed as deselected, the why
+printed with `-v`); a provocation found impossible only when tried raises `Unsupported`:
+that check skips.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from shoal.drivers.harness import (
     CloudHarness,
     ContractHarness,
     DriverHarness,
+    Provocation,
     ReadyCloud,
     Unavailable,
 )
@@ -104,6 +108,7 @@ FACTORIES: dict[str, Factory] = {
     **{n: factory(h) for n, h in SHIPPED.items()},
     "sim-postgresql": lambda tmp_path, _: sim_postgresql_factory(tmp_path),
 }
+CANNOT: dict[str, Mapping[Provocation, str]] = {n: h.cannot for n, h in SHIPPED.items()}
 MARKS = {
     **{n: marks(h) for n, h in SHIPPED.items()},
     "sim-postgresql": [pytest.mark.postgres],
@@ -126,3 +131,22 @@ def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[DriverHa
 @pytest.fixture
 def driver(harness: DriverHarness) -> contract.Driver:
     return harness.driver
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect each error-class check whose harness declares it cannot provoke that error."""
+    kept, dropped = [], []
+    for item in items:
+        mark = item.get_closest_marker("provokes")
+        callspec = getattr(item, "callspec", None)
+        name = callspec.params.get("harness") if callspec is not None else None
+        why = CANNOT.get(str(name), {}).get(mark.args[0]) if mark and name else None
+        if why is None:
+            kept.append(item)
+            continue
+        dropped.append(item)
+        if config.option.verbose > 0:
+            print(f"\n{item.nodeid}: not run: {why}")
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept

@@ -1,7 +1,8 @@
 """The driver contract's error classes, `check`, options and optional features
 (docs/drivers.md, "Rules"), against every driver harness (conftest.py). A harness provokes
-each error class its own way; an optional feature is skipped only when the driver
-does not declare it."""
+each error class its own way; a check of an error class its harness declares it cannot
+provoke is not run against it (conftest.py); an optional feature is skipped only when
+the driver does not declare it."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ def provoked(harness: DriverHarness, kind: Provocation) -> contract.MachineSpec:
         pytest.skip(f"{harness.driver.name}: {exc}")
 
 
+@pytest.mark.provokes(Provocation.QUOTA)
 def test_quota_is_blocked_with_the_clouds_words(harness: DriverHarness) -> None:
     spec = provoked(harness, Provocation.QUOTA)
     with pytest.raises(BlockedError) as err:
@@ -37,6 +39,7 @@ def test_quota_is_blocked_with_the_clouds_words(harness: DriverHarness) -> None:
     assert harness.find(spec.machine_id) is None
 
 
+@pytest.mark.provokes(Provocation.NO_VALID_HOST)
 def test_no_valid_host_is_blocked_in_that_zone(harness: DriverHarness) -> None:
     spec = provoked(harness, Provocation.NO_VALID_HOST)
     with pytest.raises(BlockedError) as err:
@@ -45,6 +48,7 @@ def test_no_valid_host_is_blocked_in_that_zone(harness: DriverHarness) -> None:
     assert harness.find(spec.machine_id) is None
 
 
+@pytest.mark.provokes(Provocation.NO_VALID_HOST_ASYNC)
 def test_asynchronous_no_valid_host_is_a_classified_fault(harness: DriverHarness) -> None:
     spec = provoked(harness, Provocation.NO_VALID_HOST_ASYNC)
     harness.driver.ensure_machine(spec)  # accepted: the cloud fails it later
@@ -53,6 +57,7 @@ def test_asynchronous_no_valid_host_is_a_classified_fault(harness: DriverHarness
     assert failed.fault_kind is BlockedKind.NO_VALID_HOST
 
 
+@pytest.mark.provokes(Provocation.TRANSIENT)
 def test_a_transient_refusal_carries_its_retry_after(harness: DriverHarness) -> None:
     spec = provoked(harness, Provocation.TRANSIENT)
     with pytest.raises(TransientError) as err:
@@ -90,16 +95,6 @@ def test_a_spec_with_everything_a_real_machine_needs_is_made(harness: DriverHarn
     assert harness.driver.validate(spec) == []
     harness.driver.ensure_machine(spec)
     assert harness.wait_for(spec.machine_id, MachineState.ACTIVE) is not None
-
-
-def test_reboot_and_rebuild_are_declared_or_refused(harness: DriverHarness) -> None:
-    caps = harness.driver.capabilities()
-    if caps.has(Feature.REBOOT) and caps.has(Feature.REBUILD):
-        pytest.skip("declared: test_contract_machines checks reboot and rebuild")
-    spec = harness.spec()
-    harness.driver.ensure_machine(spec)
-    with pytest.raises(contract.PermanentError):
-        harness.driver.reboot_machine(spec.machine_id)
 
 
 def _group_driver(harness: DriverHarness) -> GroupDriver:

@@ -93,12 +93,16 @@ def test_delete_while_building(harness: DriverHarness) -> None:
     assert harness.wait_for(spec.machine_id, None) is None
 
 
-def test_reboot_and_rebuild_keep_identity(harness: DriverHarness) -> None:
+def test_reboot_and_rebuild_keep_identity_or_are_refused(harness: DriverHarness) -> None:
+    """Declared (features REBOOT and REBUILD): both keep the machine's id, name and
+    address; not declared: a reboot is refused as permanent."""
     caps = harness.driver.capabilities()
-    if not (caps.has(Feature.REBOOT) and caps.has(Feature.REBUILD)):
-        pytest.skip(f"{harness.driver.name} does not declare reboot and rebuild")
     spec = harness.spec()
     harness.driver.ensure_machine(spec)
+    if not (caps.has(Feature.REBOOT) and caps.has(Feature.REBUILD)):
+        with pytest.raises(PermanentError):
+            harness.driver.reboot_machine(spec.machine_id)
+        return
     before = harness.wait_for(spec.machine_id, MachineState.ACTIVE)
     assert before is not None
     harness.driver.reboot_machine(spec.machine_id)

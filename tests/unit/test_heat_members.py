@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -65,15 +66,6 @@ def test_a_removal_names_exactly_the_removed_members_index() -> None:
     assert update is not None and update.removed == (middle,)
     assert update.removal_policies == [{"resource_list": [middle]}]
     assert json.loads(update.parameters()["members"])[group.index_of("m2")]["id"] == "m2"
-
-
-def test_a_kept_member_keeps_its_entry_even_if_its_spec_is_rendered_anew() -> None:
-    first = mb.plan(mb.Group.of(None), [mb.entry(spec(0), "dep", ())])
-    assert first is not None
-    group = applied(mb.Group.of(None), first)
-    changed = mb.entry(spec(0), "dep", ())
-    changed["user_data"] = "#cloud-config\n# a new token\n"
-    assert mb.plan(group, [changed]) is None
 
 
 def test_the_listing_reports_members_servers_and_the_stacks_failure() -> None:
@@ -175,13 +167,32 @@ def test_a_template_without_the_contracts_parameters_or_outputs_is_refused(
     assert "parameter 'members'" in str(err.value) and "output 'refs_map'" in str(err.value)
 
 
-def test_a_member_placed_in_another_zone_is_replaced_under_a_new_index() -> None:
+# A kept node asked again with one field changed -> whether its member is replaced (a new
+# server under a new index) or kept as it is (its image changes by a rebuild only).
+CHANGED = [
+    ("availability_zone", "az2", True),  # the conductor placed it elsewhere (no valid host)
+    ("flavor_id", "m1.large", True),
+    ("name", "node-0-renamed", True),
+    ("keypair", "other-key", True),
+    ("image_id", "img-2", False),  # a rebuild (driver.rebuild_machine), not a new server
+    ("user_data", "#cloud-config\n# a new token\n", False),  # rendered anew each pass
+]
+
+
+@pytest.mark.parametrize(("field", "value", "replaced"), CHANGED)
+def test_which_changes_replace_a_member_under_a_new_index(
+    field: str, value: str, replaced: bool
+) -> None:
     first = mb.plan(mb.Group.of(None), [mb.entry(spec(0, "az1"), "dep", ())])
     assert first is not None
     group = applied(mb.Group.of(None), first)
-    moved = mb.plan(group, [mb.entry(spec(0, "az2"), "dep", ())])
-    assert moved is not None and moved.removed == ("0",)
-    assert moved.members == {"1": mb.entry(spec(0, "az2"), "dep", ())}
+    asked = mb.entry(replace(spec(0, "az1"), **{field: value}), "dep", ())
+    update = mb.plan(group, [asked])
+    if not replaced:
+        assert update is None
+        return
+    assert update is not None and update.removed == ("0",)
+    assert update.members == {"1": asked}
 
 
 def test_a_member_nova_placed_is_kept_when_its_zone_becomes_known() -> None:

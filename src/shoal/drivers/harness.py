@@ -19,7 +19,7 @@ from __future__ import annotations
 import enum
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -37,7 +37,13 @@ class Provocation(enum.Enum):
 
 
 class Unsupported(Exception):
-    """A provocation this driver cannot make (the suite skips that check, with why)."""
+    """A provocation this driver cannot make, found out only when trying (the suite skips
+    that check, with why). One known beforehand is declared instead (`cannot`)."""
+
+
+# Provocations a harness cannot make, each with why: the suite runs a check that needs
+# one only against the harnesses that can (tests/contract/conftest.py deselects the rest).
+Cannot = Mapping[Provocation, str]
 
 
 class Unavailable(Exception):
@@ -107,6 +113,7 @@ class ContractHarness:
 
     make: Callable[[Path], DriverHarness]
     marks: tuple[str, ...] = ()
+    cannot: Cannot = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -126,10 +133,10 @@ class ReadyCloud:
     zone: str
     refuse: Callable[[int, float], None]
 
-    def provoker(self, no_valid_host_why: str) -> Callable[[Provocation, MachineSpec], MachineSpec]:
+    def provoker(self) -> Callable[[Provocation, MachineSpec], MachineSpec]:
         """`provoke` for a driver of this cloud: quota and an asynchronous no valid host
         by flavor, a transient error by the proxy's 429; a synchronous no valid host is
-        not something the cloud does (`no_valid_host_why` says why)."""
+        not something the cloud does (its harness declares so: `CloudHarness.cannot`)."""
 
         def provoke(kind: Provocation, spec: MachineSpec) -> MachineSpec:
             if kind is Provocation.QUOTA:
@@ -137,16 +144,16 @@ class ReadyCloud:
             if kind is Provocation.NO_VALID_HOST_ASYNC:
                 return replace(spec, flavor_id=self.flavor_huge)
             if kind is Provocation.NO_VALID_HOST:
-                raise Unsupported(no_valid_host_why)
+                raise Unsupported("a real cloud reports no valid host only as a server's fault")
             self.refuse(1, 2.0)  # TRANSIENT
             return spec
 
         return provoke
 
     def harness(
-        self, driver: contract.Driver, boot_timeout: float, close: Callable[[], None], why: str
+        self, driver: contract.Driver, boot_timeout: float, close: Callable[[], None]
     ) -> DriverHarness:
-        """The harness of `driver` on this cloud, in real time (`why`: see `provoker`)."""
+        """The harness of `driver` on this cloud, in real time."""
         return DriverHarness(
             driver=driver,
             flavor=self.flavor,
@@ -156,7 +163,7 @@ class ReadyCloud:
             advance=real_time,
             boot_timeout=boot_timeout,
             close=close,
-            provoke=self.provoker(why),
+            provoke=self.provoker(),
         )
 
 
@@ -168,6 +175,7 @@ class CloudHarness:
 
     make: Callable[[Path, ReadyCloud], DriverHarness]
     cloud: str
+    cannot: Cannot = field(default_factory=dict)
 
 
 def real_time(seconds: float) -> None:

@@ -15,7 +15,7 @@ from openstack import exceptions as sdk_exceptions
 from openstack.config import loader
 from openstack.connection import Connection
 
-from shoal.drivers.contract import DriverError, TransientError
+from shoal.drivers.contract import DriverError, PermanentError, TransientError
 from shoal.drivers.heat import errors
 from shoal.drivers.heat.settings import HeatSettings
 from shoal.options import SettingsError
@@ -150,6 +150,12 @@ class Cloud:
             microversion=COMPUTE_MICROVERSION,
         )
         return list((found or {}).get("servers", []))
+
+    def server_action(self, server_id: str, action: dict[str, Any]) -> None:
+        """`POST /servers/{id}/action`; a server gone is PermanentError."""
+        path = f"/servers/{server_id}/action"
+        if self.call("compute", "POST", path, ok=(202,), json=action) is None:
+            raise PermanentError(f"the server {server_id} is gone")
 
     def delete_server(self, server_id: str) -> None:
         """Nova deletes the server (one no stack holds); gone already is done."""

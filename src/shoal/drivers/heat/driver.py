@@ -13,6 +13,7 @@ deletes.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -44,7 +45,10 @@ from shoal.drivers.heat.servers import ServerReads
 from shoal.drivers.heat.settings import HeatSettings
 
 log = logging.getLogger(__name__)
-FEATURES = frozenset({Feature.PER_GROUP, Feature.RELEASE, Feature.RELEASE_EARLY})
+FEATURES = frozenset(
+    {Feature.PER_GROUP, Feature.RELEASE, Feature.RELEASE_EARLY, Feature.REBOOT, Feature.REBUILD}
+)
+REBOOTING = frozenset({"REBOOT", "HARD_REBOOT"})
 PACE_S = 2.0  # a stack update takes seconds at least (Capabilities.pace_seconds)
 # The node group options this driver knows (`provider_options`), with what each does.
 OPTIONS = {
@@ -361,10 +365,59 @@ class HeatDriver:
             self._wrote(nodegroup_id)
 
     def reboot_machine(self, machine_id: str) -> None:
-        raise PermanentError("the heat driver does not reboot a server (its stack owns it)")
+        """A reboot of the member's server, through Nova (Heat has no reboot, and the
+        stack does not change: what the magnum-auto-healer does too): soft when it runs,
+        hard when it does not (stopped, in ERROR: Nova refuses a soft one there); one
+        under way is not restarted. Transient, or Permanent when it has no server."""
+        server = self._server_of(machine_id)
+        status = str(server.get("status") or "").upper()
+        if status in REBOOTING:
+            return
+        kind = "SOFT" if status == "ACTIVE" else "HARD"
+        self.cloud.server_action(str(server["id"]), {"reboot": {"type": kind}})
+        self._acted_on(server)
 
     def rebuild_machine(self, machine_id: str, image_id: str) -> None:
-        raise PermanentError("the heat driver does not rebuild a server (its stack owns it)")
+        """Reinstall the member's server with `image_id` through Nova, keeping its id,
+        name, address and member index; a rebuild to that image under way is not
+        restarted. The stack keeps the member's entry as it was made (a kept member's
+        entry never changes, members.plan): Heat has nothing to redo, and a server Heat
+        replaces later is made from that entry. Transient or Permanent."""
+        server = self._server_of(machine_id)
+        meta = dict(server.get("metadata") or {})
+        rebuilding = str(server.get("status") or "").upper() == "REBUILD"
+        if rebuilding and meta.get(mb.META_IMAGE) == image_id:
+            return
+        self._refresh_catalog()
+        image = self._catalog.images.get(image_id)
+        if image is None:
+            raise PermanentError(f"image {image_id!r} does not exist in the cloud")
+        meta[mb.META_IMAGE] = image_id  # a rebuild replaces the metadata whole
+        self.cloud.server_action(
+            str(server["id"]), {"rebuild": {"imageRef": image, "metadata": meta}}
+        )
+        self._acted_on(server)
+
+    def _acted_on(self, server: Mapping[str, Any]) -> None:
+        """A server changed behind its stack: its group's next listing reads it afresh."""
+        group = (server.get("metadata") or {}).get(TAG_NODEGROUP)
+        if group:
+            self._wrote(str(group))
+
+    def _server_of(self, machine_id: str) -> dict[str, Any]:
+        """The machine's server (of two, the one Heat keeps: members.current_server);
+        PermanentError when it has none or it is being deleted."""
+        found = self.cloud.servers([self._dep_tag(), mb.nova_tag(TAG_NODE, machine_id)])
+        mine: list[Mapping[str, Any]] = [
+            s for s in found if (s.get("metadata") or {}).get(TAG_NODE) == machine_id
+        ]
+        if not mine:
+            raise PermanentError(f"machine {machine_id} has no server (gone, or not made yet)")
+        kept: Mapping[str, Any] = functools.reduce(mb.current_server, mine)
+        server = dict(kept)
+        if mb.going(server):
+            raise PermanentError(f"machine {machine_id} is being deleted")
+        return server
 
     # ------------------------------------------------------------ helpers
     def _dep_tag(self) -> str:

@@ -160,8 +160,10 @@ def unchanged(current: Group) -> Update:
 
 # What makes a member's server: a change of any (the conductor placed the node in
 # another zone after "no valid host") replaces the member under a new index. Its
-# bootstrap data is not among them: rendered anew on each pass, it is sent once.
-SERVER_FIELDS = ("name", "image", "flavor", "zone", "key_name", "networks")
+# bootstrap data is not among them: rendered anew on each pass, it is sent once. Nor
+# is its image: a kept node's image changes by a rebuild (driver.rebuild_machine),
+# never by a new server.
+SERVER_FIELDS = ("name", "flavor", "zone", "key_name", "networks")
 
 
 def _same_server(have: Mapping[str, Any], want: Mapping[str, Any]) -> bool:

@@ -96,13 +96,8 @@ def libvirt_harness(tmp_path: Path) -> DriverHarness:
     tenants: list[Any] = []
 
     def provoke(kind: Provocation, spec: MachineSpec) -> MachineSpec:
-        if kind is Provocation.QUOTA:
-            raise Unsupported("libvirt has no quotas: a full host is its only refusal")
-        if kind is Provocation.TRANSIENT:
-            raise Unsupported(
-                "libvirt gives no retry-after hint; a lost connection is transient without one "
-                "(tests/contract/test_libvirt_driver.py)"
-            )
+        if kind in CANNOT:
+            raise Unsupported(CANNOT[kind])
         if kind is Provocation.NO_VALID_HOST_ASYNC:
             driver.list_machines({})  # shoal has looked at h1: it has room
             tenants.append(foreign_domain(conn, HOST.ram_mb))  # then someone fills it
@@ -135,4 +130,9 @@ def libvirt_harness(tmp_path: Path) -> DriverHarness:
     )
 
 
-HARNESSES = {"libvirt": ContractHarness(libvirt_harness, marks=("libvirt",))}
+CANNOT = {
+    Provocation.QUOTA: "libvirt has no quotas: a full host is its only refusal",
+    Provocation.TRANSIENT: "libvirt gives no retry-after hint; a lost connection is transient "
+    "without one (tests/contract/test_libvirt_driver.py)",
+}
+HARNESSES = {"libvirt": ContractHarness(libvirt_harness, marks=("libvirt",), cannot=CANNOT)}

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import IO
 
-from shoal.drivers.harness import ContractHarness, DriverHarness, Unavailable
+from shoal.drivers.harness import ContractHarness, DriverHarness, Provocation, Unavailable
 from shoal.drivers.local import hostops
 from shoal.drivers.local.settings import LocalSettings
 
@@ -91,4 +91,9 @@ def local_harness(tmp_path: Path) -> DriverHarness:
     )
 
 
-HARNESSES = {"local": ContractHarness(local_harness, marks=("kubernetes",))}
+CANNOT = {
+    kind: "the local harness provokes no cloud errors: its machines are namespaces on this "
+    "host, with no quota, scheduler or rate limit in front of them"
+    for kind in Provocation
+}
+HARNESSES = {"local": ContractHarness(local_harness, marks=("kubernetes",), cannot=CANNOT)}
