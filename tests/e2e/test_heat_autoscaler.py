@@ -310,9 +310,10 @@ def test_the_magnum_auto_healers_repairs_work_on_the_heat_provider(shared: Share
         body = {"nodegroup": found[0]["name"], "node_count": found[0]["node_count"],
                 "nodes_to_remove": [server]}  # fmt: skip
         resp = magnum.post("/clusters/as/actions/resize", json=body)
-        # A stopped server is a failed machine to shoal too: it may have begun replacing
-        # it (its repair ladder) before the resize came; the node then is, or was, going
-        # and the resize changes nothing more (the healer does not read the answer).
+        # A stopped server is a failed machine to shoal too: its repair ladder may have
+        # acted before the resize came (a hard reboot, a rebuild, then a replacement);
+        # replaced, the node is, or was, going and the resize changes nothing more (the
+        # healer does not read the answer).
         assert resp.status_code == 202 or (
             resp.status_code == 400 and "is not a node of this node group" in resp.text
         ), resp.text

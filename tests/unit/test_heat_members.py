@@ -268,3 +268,12 @@ def test_a_member_made_by_name_is_kept_when_it_is_asked_again_with_ids() -> None
     assert update is not None and update.removed == ()
     assert update.members["0"] == old
     assert update.members["1"]["flavor_id"] == "f-id"
+
+
+@pytest.mark.parametrize(
+    ("status", "kind"),
+    [("ACTIVE", "SOFT"), ("SHUTOFF", "HARD"), ("ERROR", "HARD"), ("PAUSED", "HARD"),
+     ("active", "SOFT"), ("REBOOT", None), ("HARD_REBOOT", None)],
+)  # fmt: skip
+def test_a_running_server_is_rebooted_softly_and_any_other_hard(status: str, kind: str) -> None:
+    assert mb.reboot_type(status) == kind

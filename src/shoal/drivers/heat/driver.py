@@ -48,7 +48,6 @@ log = logging.getLogger(__name__)
 FEATURES = frozenset(
     {Feature.PER_GROUP, Feature.RELEASE, Feature.RELEASE_EARLY, Feature.REBOOT, Feature.REBUILD}
 )
-REBOOTING = frozenset({"REBOOT", "HARD_REBOOT"})
 PACE_S = 2.0  # a stack update takes seconds at least (Capabilities.pace_seconds)
 # The node group options this driver knows (`provider_options`), with what each does.
 OPTIONS = {
@@ -370,10 +369,9 @@ class HeatDriver:
         hard when it does not (stopped, in ERROR: Nova refuses a soft one there); one
         under way is not restarted. Transient, or Permanent when it has no server."""
         server = self._server_of(machine_id)
-        status = str(server.get("status") or "").upper()
-        if status in REBOOTING:
+        kind = mb.reboot_type(str(server.get("status") or ""))
+        if kind is None:
             return
-        kind = "SOFT" if status == "ACTIVE" else "HARD"
         self.cloud.server_action(str(server["id"]), {"reboot": {"type": kind}})
         self._acted_on(server)
 

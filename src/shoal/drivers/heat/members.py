@@ -284,6 +284,16 @@ def _with_state(m: Machine, state: MachineState) -> Machine:
     return replace(m, state=state, fault=None, fault_kind=None)
 
 
+def reboot_type(status: str) -> str | None:
+    """Nova's reboot for a server in `status`: soft when it runs, hard when it does not
+    (Nova refuses a soft reboot of a stopped server or one in ERROR); None when one is
+    under way already (not restarted)."""
+    status = status.upper()
+    if status in ("REBOOT", "HARD_REBOOT"):
+        return None
+    return "SOFT" if status == "ACTIVE" else "HARD"
+
+
 GONE = ("DELETED", "SOFT_DELETED")
 BUSY = ("BUILD", "REBUILD", "REBOOT", "HARD_REBOOT", "RESIZE", "VERIFY_RESIZE", "MIGRATING")
 
