@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
@@ -430,6 +430,22 @@ def _process_figures(
     return own, sim, rss
 
 
+# Connections kept free on the server beside the run's pools: the sampler's, the
+# admin's, a psql an operator opens, and a margin for other clients coming and going.
+PG_SPARE = 10
+SIM_POOL = 4  # a sim child's calls hold a connection only for their work, not their latency
+
+
+def pools(max_connections: int, in_use: int, processes: int) -> tuple[int, int]:
+    """The most connections each shoal process and each of their sim children may hold
+    (SHOAL_DATABASE_POOL_MAX, SHOAL_SIM_DATABASE_POOL_MAX) so that `processes` of them
+    (each with a sim child, and a conductor's LISTEN connection beside its pool) stay
+    under the server's `max_connections` with `in_use` held by others: PostgreSQL
+    refuses a connection past it, where a pool makes a thread wait."""
+    free = max_connections - in_use - PG_SPARE
+    return max(2, free // processes - SIM_POOL - 1), SIM_POOL
+
+
 def fleet_run(fleet: Fleet, database_url: str | None = None) -> Result:
     """One fleet workload on `database_url` (an empty database), else on a throwaway
     database of the machine's PostgreSQL (dropped after)."""
@@ -445,7 +461,23 @@ def fleet_run(fleet: Fleet, database_url: str | None = None) -> Result:
         admin.close()
 
 
+def _sized(fleet: Fleet, url: str) -> Fleet:
+    """`fleet` with its processes' pools sized to the server's room (`pools`)."""
+    with psycopg.connect(url, autocommit=True, connect_timeout=3) as conn:
+        (most,) = conn.execute("SHOW max_connections").fetchone() or (100,)
+        (used,) = conn.execute("SELECT count(*) FROM pg_stat_activity").fetchone() or (0,)
+    shoal_pool, sim_pool = pools(int(most), int(used), fleet.apis + fleet.conductors)
+    print(f"  PostgreSQL: max_connections {most}, {used} in use: at most {shoal_pool} per "
+          f"shoal process and {sim_pool} per sim child", flush=True)  # fmt: skip
+    return replace(fleet, extra_env=(
+        ("SHOAL_DATABASE_POOL_MAX", str(shoal_pool)),
+        ("SHOAL_SIM_DATABASE_POOL_MAX", str(sim_pool)),
+        *fleet.extra_env,
+    ))  # fmt: skip
+
+
 def _deployed(fleet: Fleet, url: str) -> Result:
+    fleet = _sized(fleet, url)
     with Deployment(
         env_extra=fleet.env(), conductors=fleet.conductors, apis=fleet.apis, database_url=url
     ) as dep:
@@ -559,7 +591,8 @@ def rows_for(r: Result, label: str, base: Result | None = None) -> list[Row]:
             ok=max_rss <= 1024,
             note=", ".join(f"{k} {v:.0f}" for k, v in r.rss.items() if not k.endswith("sim"))
             + f"; sim children <= {sim_rss:.0f}"
-            + f"; PostgreSQL connections (peak) {r.pg_connections}",
+            + f"; PostgreSQL connections (peak) {r.pg_connections}"
+            + "".join(f"; {k} {v}" for k, v in r.fleet.extra_env if k.endswith("POOL_MAX")),
         )
     )
     for kind, samples in sorted(r.lat.samples.items()):

@@ -114,7 +114,7 @@ def build_runtime(settings: Settings, *, with_conductor: bool | None = None) -> 
 
     if settings.database_url is None:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
-    db = Database(settings.db_url)
+    db = Database(settings.db_url, settings.database_pool_max)
     migrations.upgrade(db)
     unfinished = deployment_state.unfinished_copy(db)
     if unfinished is not None:  # half the rows: serving it would replace the machines

@@ -154,6 +154,14 @@ class Settings:
     database_url: str | None = opt(
         None, "SQLAlchemy URL; default sqlite in data_dir (postgresql://... for HA)"
     )
+    database_pool_max: int = opt(
+        30,
+        "most connections one process holds to PostgreSQL at once (4 stay open between "
+        "uses); a thread past it waits for one. Keep the sum over a deployment's processes "
+        "under the server's max_connections",
+        lo=1,
+        hi=1000,
+    )
     host: str = opt("127.0.0.1", "address the API listens on")
     port: int = opt(9511, "port the API listens on", lo=0, hi=65535)
     api_threads: int = opt(

@@ -40,6 +40,10 @@ def test_fleet_smoke(pg_url: str) -> None:
     assert set(r.cpu_own) == {"api0", "api1", "conductor0", "conductor1"}
     assert all(v > 0 for v in r.cpu_own.values()) and r.pg_cpu_s > 0
     assert r.pg_connections >= 6  # 4 processes and their sim children at least
+    pools = {k: int(v) for k, v in r.fleet.extra_env if k.endswith("_POOL_MAX")}
+    assert set(pools) == {"SHOAL_DATABASE_POOL_MAX", "SHOAL_SIM_DATABASE_POOL_MAX"}
+    each = pools["SHOAL_DATABASE_POOL_MAX"] + 1 + pools["SHOAL_SIM_DATABASE_POOL_MAX"]
+    assert r.pg_connections <= 4 * each + 2  # 4 processes' pools, the sampler's, a migration
     assert 0 < max(r.rss.values()) < 1024
     readers = {k for k in r.lat.samples if k.startswith("read ")}
     assert "probe GET cluster" in r.lat.samples and len(readers) >= 3

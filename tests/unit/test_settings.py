@@ -47,6 +47,13 @@ def test_api_threads_from_the_environment(raw: str | None, threads: int) -> None
     assert Settings.from_env(env=env).api_threads == threads
 
 
+def test_pool_limits_from_the_environment() -> None:
+    env = {"SHOAL_DATABASE_POOL_MAX": "9", "SHOAL_SIM_DATABASE_POOL_MAX": "4"}
+    s = Settings.from_env(env=env)
+    assert s.database_pool_max == 9 and s.driver_defaults["sim"].database_pool_max == 4
+    assert Settings.from_env(env={}).database_pool_max == 30
+
+
 def test_keyword_overrides_win_over_env() -> None:
     s = Settings.from_env(env={"SHOAL_PORT": "9999"}, port=1234, sim={"seed": 7})
     assert s.port == 1234 and s.driver_defaults["sim"].seed == 7
@@ -63,6 +70,8 @@ def test_keyword_overrides_win_over_env() -> None:
         ({"SHOAL_API_THREADS": "0"}, r"SHOAL_API_THREADS=0 is out of bounds \[1, 256\]"),
         ({"SHOAL_API_THREADS": "257"}, r"SHOAL_API_THREADS=257 is out of bounds \[1, 256\]"),
         ({"SHOAL_API_THREADS": "four"}, "SHOAL_API_THREADS='four' is not a valid int"),
+        ({"SHOAL_DATABASE_POOL_MAX": "0"}, r"SHOAL_DATABASE_POOL_MAX=0 is out of bounds"),
+        ({"SHOAL_SIM_DATABASE_POOL_MAX": "0"}, "SHOAL_SIM_DATABASE_POOL_MAX"),
     ],
 )
 def test_bad_values_name_the_variable(env: dict[str, str], named: str) -> None:

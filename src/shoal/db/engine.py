@@ -112,13 +112,13 @@ def _sqlite_engine(url: str, begin: str) -> Engine:
 
 
 PG_POOL_KEPT = 4  # connections a process keeps open to PostgreSQL between uses
-PG_POOL_BURST = 26  # more it may open at once (closed after use): at most 30
+PG_POOL_MAX = 30  # at most this many at once (the rest opened for a burst, closed after)
 
 
 class Database:
     """Engines and session factories for one database URL."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, pool_max: int = PG_POOL_MAX) -> None:
         self.url = normalize_url(url)
         parsed = make_url(self.url)
         self.dialect = parsed.get_backend_name()
@@ -128,11 +128,13 @@ class Database:
             self.engine = _sqlite_engine(self.url, "BEGIN")
             self.write_engine = _sqlite_engine(self.url, "BEGIN IMMEDIATE")
         else:
-            # Few connections kept open per process, more only for a burst: a deployment
-            # of several API and conductor processes (each with a pool) stays well under
-            # PostgreSQL's default max_connections (100) when idle (docs/benchmarks.md).
+            # Few connections kept open per process, more only for a burst, at most
+            # `pool_max` (SHOAL_DATABASE_POOL_MAX): a thread past it waits for one, where
+            # PostgreSQL would refuse a connection past its max_connections
+            # (docs/configuration.md).
+            kept = min(PG_POOL_KEPT, pool_max)
             self.engine = create_engine(
-                self.url, pool_size=PG_POOL_KEPT, max_overflow=PG_POOL_BURST, pool_pre_ping=True
+                self.url, pool_size=kept, max_overflow=pool_max - kept, pool_pre_ping=True
             )
             self.write_engine = self.engine
         self._read = sessionmaker(self.engine, expire_on_commit=False)

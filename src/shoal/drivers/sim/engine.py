@@ -25,13 +25,15 @@ def is_memory(url: str) -> bool:
     return is_sqlite(url) and make_url(url).database in (None, "", ":memory:")
 
 
-def make_engine(url: str) -> Engine:
-    """An engine for `url` with a pool large enough for the conductor's threads."""
+def make_engine(url: str, pool_max: int = 40) -> Engine:
+    """An engine for `url` with a pool large enough for the conductor's threads (on
+    PostgreSQL at most `pool_max` connections at once: more calls wait for one)."""
     if not is_sqlite(url):
         u = make_url(url)
         if u.drivername == "postgresql":  # psycopg 3 is the driver shoal ships with
             u = u.set(drivername="postgresql+psycopg")
-        return create_engine(u, pool_size=8, max_overflow=32, pool_pre_ping=True)
+        kept = min(8, pool_max)
+        return create_engine(u, pool_size=kept, max_overflow=pool_max - kept, pool_pre_ping=True)
     pool: dict[str, Any] = {"pool_size": 8, "max_overflow": 32}
     if is_memory(url):  # one shared connection, or every connection is a new world
         pool = {"poolclass": StaticPool}

@@ -36,6 +36,9 @@ class SimSettings:
         "where the sim keeps its world; default: sim.db in the data directory, or "
         "shoal's own database when that is PostgreSQL",
     )
+    database_pool_max: int = opt(
+        40, "most connections the sim holds to a PostgreSQL world at once", lo=1, hi=1000
+    )
     own_process: bool = opt(
         False,
         "run the sim cloud in a child process of its own, as a real cloud runs apart "

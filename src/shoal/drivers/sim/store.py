@@ -54,7 +54,9 @@ class WorldStore:
         cls, url: str, settings: SimSettings | None = None, clock: Clock | None = None
     ) -> Self:
         """Open (creating its tables if needed) the world stored at SQLAlchemy `url`."""
-        world = cls(sim_engine.make_engine(url), settings or SimSettings(), clock or SystemClock())
+        settings = settings or SimSettings()
+        engine = sim_engine.make_engine(url, settings.database_pool_max)
+        world = cls(engine, settings, clock or SystemClock())
         world._create_tables()
         with world._txn(write=True) as conn:
             world._init_meta(conn)
