@@ -26,7 +26,7 @@ import yaml
 from tests.support.openstack_project import ShoalProject, shoal_project
 from tests.support.process import SHOAL, admin_headers, shoal_env
 from tests.support.server import free_port
-from tests.support.waiting import scaled
+from tests.support.waiting import scaled, until
 
 if TYPE_CHECKING:
     from tests.harness.openstack.cloud import OpenStackCloud
@@ -115,7 +115,7 @@ class ShoalOnNova:
         """`check()` until it is true (its value), at most `timeout` seconds."""
         deadline = time.monotonic() + scaled(timeout)  # stretched on a loaded machine
         while not (got := check()):
-            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            assert time.monotonic() < deadline, f"timed out waiting for {what}{self.tail()}"
             time.sleep(0.5)
         return got
 
@@ -125,17 +125,47 @@ class ShoalOnNova:
         return "GONE" if got.status_code == 404 else str(got.json()["status"])
 
     def wait_status(self, cluster: str, want: str, timeout: float = 120.0) -> None:
+        """Until the cluster's status is `want`; fails on a FAILED status, or when its
+        groups' and nodes' states stay the same `timeout` seconds (stretched by the load),
+        saying where each group stands and what shoal logged last."""
+
         def reached() -> bool:
             s = self.status(cluster)
-            assert not s.endswith("FAILED"), self.explain(cluster)
+            assert not s.endswith("FAILED"), self.explain(cluster) + self.tail()
             return s == want
 
-        self.wait(reached, f"{cluster} {want}: {self.explain(cluster)}", timeout)
+        try:
+            until(reached, progress=lambda: self.states(cluster), what=f"{cluster} {want}",
+                  idle=timeout, cap=max(900.0, 4 * timeout), interval=0.5)  # fmt: skip
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; now {self.explain(cluster)}{self.tail()}") from None
+
+    def states(self, cluster: str) -> tuple[str, list[str], list[str]]:
+        """What changes while a cluster converges: its status, its groups' and its nodes'."""
+        with self.api as c:
+            got = c.get(f"/clusters/{cluster}")
+            if got.status_code == 404:
+                return ("GONE", [], [])
+            groups = c.get(f"/clusters/{cluster}/nodegroups").json().get("nodegroups", [])
+            nodes = c.get(f"/clusters/{cluster}/nodes").json().get("nodes", [])
+        return (
+            str(got.json()["status"]),
+            sorted(f"{g['name']}={g['status']}" for g in groups),
+            sorted(f"{n.get('status')}" for n in nodes),
+        )
 
     def explain(self, cluster: str) -> str:
         with self.api as c:
             groups = c.get(f"/clusters/{cluster}/nodegroups").json().get("nodegroups", [])
         return "; ".join(f"{g['name']}: {g['status']} {g.get('status_reason')}" for g in groups)
+
+    def tail(self, lines: int = 30) -> str:
+        """The last lines shoal serve logged (the current start's log)."""
+        log = self.work / f"serve-{self.starts}.log"
+        if not log.exists():
+            return ""
+        last = log.read_text(errors="replace").splitlines()[-lines:]
+        return f"\n--- last {len(last)} lines of {log.name} ---\n" + "\n".join(last)
 
     def nodes(self, cluster: str, group: str | None = None) -> list[dict[str, Any]]:
         params = {"nodegroup": group} if group else {}
