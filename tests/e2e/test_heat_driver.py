@@ -547,3 +547,54 @@ def test_a_server_no_stack_holds_is_deleted_once_its_group_stack_is_gone(
     s.wait(lambda: second not in nova_ids(), "the second lost server deleted", timeout=300)
     assert s.project.wait_empty() == []
     the_cloud.close()
+
+
+def test_a_group_stack_made_when_members_had_addresses_still_grows(
+    openstack_heat: OpenStackCloud, tmp_path: Path
+) -> None:
+    """A group stack made by an earlier shoal keeps its group template, whose output
+    `addresses` passes on the members' output of that name, which the members' template
+    shoal writes now lacks (resolved, it cost Heat a Nova call per member): Heat takes
+    the stack's updates all the same, that output left unresolved."""
+    from shoal.drivers.contract import GroupRequest, GroupState, MachineSpec, MachineState
+    from shoal.drivers.heat import templates
+
+    cloud = openstack_heat
+    project, _, the_cloud, driver = open_driver(cloud, "heat-old", tmp_path, deployment="old")
+    driver.check()
+    s = ShoalOnNova(cloud, project, tmp_path, "old")
+    earlier = {"get_attr": [templates.GROUP_RESOURCE, "addresses"]}
+    driver.group_templates[templates.DEFAULT] = {  # the group template as it was
+        **templates.GROUP,
+        "outputs": {**templates.GROUP["outputs"], "addresses": {"value": earlier}},
+    }
+
+    def request(count: int) -> GroupRequest:
+        specs = tuple(
+            MachineSpec(machine_id=f"old-{n}-{project.name}", name=f"w-{n}", project_id="p",
+                        cluster_id="c1", nodegroup_id="c1-w", role="worker",
+                        flavor_id=cloud.flavor_small.name, image_id=cloud.image_name)
+            for n in range(count)
+        )  # fmt: skip
+        return GroupRequest("c1-w", "p", "c1", specs)
+
+    def settled(count: int) -> bool:
+        machines, report = driver.list_group("c1-w", {})
+        assert report.state is not GroupState.FAILED, report.reason
+        states = [m.state for m in machines]
+        return report.state is GroupState.COMPLETE and states == [MachineState.ACTIVE] * count
+
+    driver.apply_group(request(1))
+    s.wait(lambda: settled(1), "one member", timeout=300)
+    name = mb.stack_name("old", "c1-w")
+    stack_id = the_cloud.stack(name)["id"]  # type: ignore[index]
+    assert the_cloud.output(name, stack_id, "addresses") is None
+    driver.apply_group(request(2))  # growth: a PATCH with the members' template of now
+    s.wait(lambda: settled(2), "two members", timeout=300)
+    refs = the_cloud.output(name, stack_id, "refs_map")
+    assert sorted(refs) == ["0", "1"]
+    assert {m.provider_id for m in driver.list_machines({})} == set(refs.values())
+    driver.delete_group("c1-w")
+    driver.release_cluster("p", "c1")
+    assert s.project.wait_empty() == []
+    the_cloud.close()

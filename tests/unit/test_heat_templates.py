@@ -153,3 +153,24 @@ def test_the_driver_offers_its_templates_and_refuses_another() -> None:
     assert "'gpux'" in why and "(default, gpu)" in why
     (why,) = driver.validate(_spec(flavour="x"))
     assert why == "option 'flavour' is not known to the heat driver (options: template)"
+
+
+def _attrs(value: object) -> list[list[str]]:
+    """Every `get_attr` argument in a template value."""
+    if isinstance(value, dict):
+        found = [value["get_attr"]] if "get_attr" in value else []
+        return found + [a for v in value.values() for a in _attrs(v)]
+    if isinstance(value, list):
+        return [a for v in value for a in _attrs(v)]
+    return []
+
+
+def test_no_built_in_output_asks_heat_for_a_servers_attribute() -> None:
+    """An output naming a server's attribute costs Heat a Nova call per member at each
+    traversal; shoal reads what it needs from Nova's listing."""
+    entry = {"name": "n", "image": "i", "flavor": "f", "id": "m"}
+    members = yaml.safe_load(templates.members_file({"0": entry, "1": {**entry, "id": "p"}}))
+    assert _attrs(members["outputs"]) == []
+    assert members["outputs"]["refs_map"]["value"] == {"0": {"get_resource": "0"},
+                                                      "1": {"get_resource": "1"}}  # fmt: skip
+    assert _attrs(templates.GROUP["outputs"]) == [[templates.GROUP_RESOURCE, "refs_map"]]

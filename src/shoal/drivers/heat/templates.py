@@ -65,8 +65,8 @@ class TemplateError(ValueError):
 
 def members_file(members: Mapping[str, Mapping[str, Any]]) -> str:
     """`Shoal::Members`: the group's servers, one `OS::Nova::Server` per member named by its
-    index, each with its own entry's values, and the outputs `refs_map` (index -> server
-    id) and `addresses`. shoal writes it anew with each update; Heat leaves a server whose
+    index, each with its own entry's values, and the output `refs_map` (index -> server
+    id). shoal writes it anew with each update; Heat leaves a server whose
     definition did not change alone, makes the new ones and deletes the dropped ones."""
     resources: dict[str, Any] = {}
     for index, e in sorted(members.items(), key=lambda kv: int(kv[0])):
@@ -95,8 +95,10 @@ def members_file(members: Mapping[str, Mapping[str, Any]]) -> str:
         "description": "the servers of a shoal node group, one per member (by index)",
         "resources": resources,
         "outputs": {
+            # No output naming a server's attribute (its addresses, say): Heat would
+            # resolve it with a Nova call per member at each traversal. shoal reads the
+            # members' addresses from Nova's listing.
             "refs_map": {"value": {i: {"get_resource": i} for i in resources}},
-            "addresses": {"value": {i: {"get_attr": [i, "first_address"]} for i in resources}},
         },
     }
     return str(yaml.safe_dump(body, sort_keys=False))
@@ -116,10 +118,7 @@ GROUP: dict[str, Any] = {
         },
     },
     "resources": {GROUP_RESOURCE: {"type": MEMBERS_TYPE}},
-    "outputs": {
-        "refs_map": {"value": {"get_attr": [GROUP_RESOURCE, "refs_map"]}},
-        "addresses": {"value": {"get_attr": [GROUP_RESOURCE, "addresses"]}},
-    },
+    "outputs": {"refs_map": {"value": {"get_attr": [GROUP_RESOURCE, "refs_map"]}}},
 }
 
 
