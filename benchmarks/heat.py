@@ -9,10 +9,15 @@ with upstream's pacing: 1 s between the leaves of a traversal), a cluster of 3 g
 (c) shoal's openstack provider: Nova servers directly.
 
 Each side: create the three groups (until all are complete), grow one by 10, remove 2
-named nodes of it, delete everything (until gone). Printed: each wall and the ratios
-b/a (targets: at most 1.2 for create, 1.0 for the others) and b/c (what Heat costs).
-A side waits by polling every 0.2 s. Run it with `./run bench heat` (named only);
-SHOAL_BENCH_HEAT_SIDES (default `abc`) runs only the sides it names, e.g. `ab`.
+named nodes of it, delete everything (until gone). The sides run in rounds on the one
+cloud, in turn forward and backward (a b c, then c b a: `order`), each in a fresh
+project, so that what the cloud accumulates over a run (deleted servers in its
+database, warm caches) falls on every side alike. Printed: each side's mean wall per
+phase and the ratios b/a of the sums (targets: at most 1.2 for create, 1.0 for the
+others), each round's b/a beside them, and b/c (what Heat costs). A side waits by
+polling every 0.2 s. Run it with `./run bench heat` (named only);
+SHOAL_BENCH_HEAT_SIDES (default `abc`) runs only the sides it names, e.g. `ab`, and
+SHOAL_BENCH_HEAT_ROUNDS (default 2) sets the rounds.
 """
 
 from __future__ import annotations
@@ -223,31 +228,60 @@ def shoal_way(cloud: Any, project: Any, work: Path, driver: str) -> Walls:
     return walls
 
 
+def order(sides: str, rounds: int) -> list[tuple[int, str]]:
+    """(round, side) in the order they run: forward in even rounds, backward in odd."""
+    return [(r, side) for r in range(rounds) for side in (sides if r % 2 == 0 else sides[::-1])]
+
+
+def mean(runs: list[Walls]) -> Walls:
+    """Each phase's mean wall over the rounds that measured it."""
+    out = Walls()
+    for phase in PHASES:
+        got = [w[phase] for w in runs if phase in w]
+        if got:
+            out[phase] = sum(got) / len(got)
+    return out
+
+
+def per_round(num: list[Walls], den: list[Walls], phase: str) -> list[float]:
+    """The ratio num/den of `phase` in each round both sides measured it."""
+    return [n[phase] / d[phase] for n, d in zip(num, den, strict=False)
+            if phase in n and d.get(phase)]  # fmt: skip
+
+
 def heat_side_by_side() -> list[Row]:
     from tests.harness.openstack.cloud import OpenStackCloud
     from tests.support.openstack_project import shoal_project
 
     sides = os.environ.get("SHOAL_BENCH_HEAT_SIDES", "abc")
+    rounds = max(1, int(os.environ.get("SHOAL_BENCH_HEAT_ROUNDS", "2")))
+    runs: dict[str, list[Walls]] = {"a": [], "b": [], "c": []}
     with OpenStackCloud() as cloud:
         cloud.start_heat(trigger_delay=1.0)  # upstream's pacing: Heat is measured here
         work = Path(cloud.work_dir or ".") / "bench"
-        a = magnum_way(cloud, shoal_project(cloud, "bench-a")) if "a" in sides else Walls()
-        b = Walls()
-        if "b" in sides:
-            b = shoal_way(cloud, shoal_project(cloud, "bench-b"), work / "b", "heat")
-        c = Walls()
-        if "c" in sides:
-            c = shoal_way(cloud, shoal_project(cloud, "bench-c"), work / "c", "openstack")
-    n = GROUPS * PER_GROUP
-    rows = []
+        for r, side in order("".join(x for x in "abc" if x in sides), rounds):
+            project = shoal_project(cloud, f"bench-{side}{r}")
+            if side == "a":
+                runs["a"].append(magnum_way(cloud, project))
+            else:
+                driver = "heat" if side == "b" else "openstack"
+                runs[side].append(shoal_way(cloud, project, work / f"{side}{r}", driver))
+    return rows_of(runs)
+
+
+def rows_of(runs: dict[str, list[Walls]]) -> list[Row]:
+    a, b, c = mean(runs["a"]), mean(runs["b"]), mean(runs["c"])
+    n, rows = GROUPS * PER_GROUP, []
     for phase in PHASES:
         if phase in a:
             rows.append(Row(f"heat (a) one stack {phase}", n, a[phase],
-                            note="Magnum's way: one stack, a ResourceGroup per group"))  # fmt: skip
+                            note="Magnum's way: one stack, a ResourceGroup per group; "
+                            f"mean of {len(runs['a'])}"))  # fmt: skip
         if phase in b:
             ratio_bc = f"b/c {b[phase] / c[phase]:.2f}" if phase in c else "b/c not measured"
+            each = ", ".join(f"{x:.2f}" for x in per_round(runs["b"], runs["a"], phase))
             ok = b[phase] / a[phase] <= TARGETS[phase] if phase in a else None
-            note = f"one stack per group; {ratio_bc} (what Heat costs)"
+            note = f"one stack per group; b/a by round {each or '-'}; {ratio_bc} (what Heat costs)"
             rows.append(Row(f"heat (b) shoal heat {phase}", n, b[phase],
                             lower_bound_s=a.get(phase), target=f"b/a <= {TARGETS[phase]}",
                             ok=ok, note=note))  # fmt: skip
