@@ -124,6 +124,13 @@ def view(row: Sequence[Any], now: float) -> SimServer | None:
 _S, _UD = tables.servers, tables.user_data
 ADD_USER_DATA = insert(_UD)
 FORGET_USER_DATA = delete(_UD).where(_UD.c.machine_id == bindparam("mid"))
+# Finished deletes are purged by whichever delete comes next; on PostgreSQL the rows
+# another transaction is purging are skipped, not waited for (SKIP LOCKED: at 100,000
+# servers, deletes from several processes queued on each other's purges).
+_GONE = _S.c.gone_at <= bindparam("now")
 PURGE_USER_DATA = delete(_UD).where(
-    _UD.c.machine_id.in_(select(_S.c.machine_id).where(_S.c.gone_at <= bindparam("now")))
+    _UD.c.machine_id.in_(select(_S.c.machine_id).where(_GONE).with_for_update(skip_locked=True))
+)
+PURGE_SERVERS = delete(_S).where(
+    _S.c.seq.in_(select(_S.c.seq).where(_GONE).with_for_update(skip_locked=True))
 )

@@ -36,6 +36,7 @@ from shoal.drivers.sim.faults import FaultKind, FaultRule, Op, jittered, unit
 from shoal.drivers.sim.servers import (
     ADD_USER_DATA,
     FORGET_USER_DATA,
+    PURGE_SERVERS,
     PURGE_USER_DATA,
     ROW,
     SimServer,
@@ -68,7 +69,6 @@ _ADD_USAGE = (
 _BY_ID = select(*_ROW).where(_S.c.machine_id == bindparam("mid"))
 _INSERT = insert(_S)
 _FORGET = delete(_S).where(_S.c.seq == bindparam("b_seq"))
-_PURGE = delete(_S).where(_S.c.gone_at <= bindparam("now"))
 _MARK_DELETING = (
     update(_S)
     .where(_S.c.seq == bindparam("b_seq"))
@@ -309,12 +309,18 @@ class SimWorld(AdminOps, VmOps):
         self._add_usage(conn, spec.project_id, az, need, +1)
         return view([pk[0] if c.name == "seq" else values[c.name] for c in _ROW], now)
 
-    def _delete(self, conn: Connection, machine_id: str) -> Exception | None:
+    @staticmethod
+    def _purge(conn: Connection, now: float) -> None:
+        """Forget finished deletes (those another transaction is forgetting skipped)."""
+        conn.execute(PURGE_USER_DATA, {"now": now})
+        conn.execute(PURGE_SERVERS, {"now": now})
+
+    def _delete(self, conn: Connection, machine_id: str, purge: bool = True) -> Exception | None:
         snap = self._load(conn)
         cfg = snap.config
         now = cfg.sim_now(self._clock.now())
-        conn.execute(PURGE_USER_DATA, {"now": now})  # forget finished deletes
-        conn.execute(_PURGE, {"now": now})
+        if purge:
+            self._purge(conn, now)
         row = conn.execute(_BY_ID, {"mid": machine_id}).first()
         if row is None or row.deleting_at is not None:
             return None
@@ -339,8 +345,9 @@ class SimWorld(AdminOps, VmOps):
         rows = conn.execute(
             select(_S.c.machine_id).where(_S.c.nodegroup == nodegroup, _S.c.deleting_at.is_(None))
         ).all()
+        self._purge(conn, self._load(conn).config.sim_now(self._clock.now()))  # once a group
         for (mid,) in rows:
-            if mid not in keep and (err := self._delete(conn, mid)) is not None:
+            if mid not in keep and (err := self._delete(conn, mid, purge=False)) is not None:
                 return err
         return None
 
