@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, delete, insert, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.exc import IntegrityError
 
 from shoal.drivers import contract
 from shoal.drivers.contract import (
@@ -74,11 +75,19 @@ _MARK_DELETING = (
     .where(_S.c.seq == bindparam("b_seq"))
     .values(deleting_at=bindparam("now"), gone_at=bindparam("gone"))
 )
-_USAGE = (
-    select(_U)
-    .where(or_((_U.c.scope == "project") & (_U.c.key == bindparam("p")), _U.c.scope == "az"))
-    .order_by(_U.c.scope, _U.c.key)
-    .with_for_update()
+# Usage is read without a lock: a create takes its room last, by two conditional
+# updates just before it commits (az, then project: the order a delete's updates take
+# too, so no deadlock), so that creates in different zones never wait on each other and
+# one in the same zone waits for two statements, not for the whole create.
+_USAGE = select(_U).where(
+    or_((_U.c.scope == "project") & (_U.c.key == bindparam("p")), _U.c.scope == "az")
+)
+_TAKE_ZONE = _ADD_USAGE.where(_U.c.scope == "az", _U.c.cores + bindparam("dc") <= bindparam("cap"))
+_TAKE_QUOTA = _ADD_USAGE.where(
+    _U.c.scope == "project",
+    _U.c.instances + bindparam("di") <= bindparam("li"),
+    _U.c.cores + bindparam("dc") <= bindparam("lc"),
+    _U.c.ram_mb + bindparam("dr") <= bindparam("lr"),
 )
 _M = tables.meta
 _BUCKET = select(_M.c.bucket_tokens, _M.c.bucket_at).where(_M.c.id == 1)
@@ -102,8 +111,12 @@ class SimWorld(AdminOps, VmOps):
             raise PermanentError(f"flavor {spec.flavor_id!r} does not exist in the sim cloud")
         if spec.image_id not in catalog.IMAGES:
             raise PermanentError(f"image {spec.image_id!r} does not exist in the sim cloud")
-        with self._txn(write=True) as conn:
-            out = self._create(conn, spec, flavor)
+        try:
+            with self._txn(write=True) as conn:
+                out = self._create(conn, spec, flavor)
+        except IntegrityError:  # the same server created at once elsewhere: it exists now
+            with self._txn(write=True) as conn:
+                out = self._create(conn, spec, flavor)
         if isinstance(out, Exception):
             raise out
         assert out is not None  # a new server is never gone already
@@ -306,7 +319,11 @@ class SimWorld(AdminOps, VmOps):
             conn.execute(
                 ADD_USER_DATA, {"machine_id": spec.machine_id, "user_data": spec.user_data}
             )
-        self._add_usage(conn, spec.project_id, az, need, +1)
+        taken = self._take(conn, cfg, spec.project_id, az, spec.availability_zone, need, limit)
+        if taken is not None:  # another create took the room since `used` was read
+            conn.execute(_FORGET, {"b_seq": pk[0]})
+            conn.execute(FORGET_USER_DATA, {"mid": spec.machine_id})
+            return taken
         return view([pk[0] if c.name == "seq" else values[c.name] for c in _ROW], now)
 
     @staticmethod
@@ -429,7 +446,7 @@ class SimWorld(AdminOps, VmOps):
     def _usage(
         self, conn: Connection, cfg: SimConfig, project: str
     ) -> dict[tuple[str, str], Quota]:
-        """Usage of `project` and of every zone, locked until commit (on PostgreSQL)."""
+        """Usage of `project` and of every zone, as last committed (no lock: `_take`)."""
         rows = conn.execute(_USAGE, {"p": project}).all()
         got = {(r.scope, r.key): Quota(r.instances, r.cores, r.ram_mb) for r in rows}
         keys = [("project", project), *(("az", z) for z in cfg.availability_zones)]
@@ -444,9 +461,32 @@ class SimWorld(AdminOps, VmOps):
             got = {(r.scope, r.key): Quota(r.instances, r.cores, r.ram_mb) for r in rows}
         return got
 
+    def _take(
+        self, conn: Connection, cfg: SimConfig, project: str, az: str, asked: str | None,
+        need: Quota, limit: Quota,
+    ) -> BlockedError | None:  # fmt: skip
+        """Count `need` in zone `az` and in `project` if both still have room (each a
+        conditional update); else nothing is counted and the refusal says why, in the
+        numbers read afresh."""
+        d = dict(di=need.instances, dc=need.cores, dr=need.ram_mb)
+        if conn.execute(_TAKE_ZONE, dict(s="az", k=az, cap=cfg.capacity(az), **d)).rowcount:
+            q = dict(li=limit.instances, lc=limit.cores, lr=limit.ram_mb)
+            if conn.execute(_TAKE_QUOTA, dict(s="project", k=project, **q, **d)).rowcount:
+                return None
+            conn.execute(_ADD_USAGE, dict(s="az", k=az, di=-d["di"], dc=-d["dc"], dr=-d["dr"]))
+        used = self._usage(conn, cfg, project)
+        return limits.quota_error(limit, used[("project", project)], need, project) or (
+            limits.capacity_error(cfg, used, az, asked, need.cores)
+            or BlockedError(
+                f"No valid host was found in {az} (it filled meanwhile)",
+                BlockedKind.NO_VALID_HOST,
+                az=asked,
+            )
+        )
+
     def _add_usage(self, conn: Connection, project: str, az: str, q: Quota, sign: int) -> None:
         d = dict(di=sign * q.instances, dc=sign * q.cores, dr=sign * q.ram_mb)
-        # az before project: the same order as _USAGE locks them, so no deadlock
+        # az before project: the order `_take` locks them in, so no deadlock
         conn.execute(_ADD_USAGE, [dict(s="az", k=az, **d), dict(s="project", k=project, **d)])
 
 
