@@ -5,6 +5,7 @@ conductor's clock moved forward, so minutes of backoff take seconds."""
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -17,6 +18,9 @@ from sqlalchemy import update
 from shoal.db.tables import NodeGroupRow
 from shoal.domain import conditions as cond
 from shoal.domain import model as m
+from shoal.drivers.contract import GroupRequest
+from shoal.drivers.sim.driver import SimDriver
+from shoal.drivers.sim.world import SimWorld
 from shoal.services import nodegroups
 from tests.integration.conductor_support import FAST_SIM, Env, env_at, make_env
 
@@ -195,6 +199,50 @@ def test_a_per_group_provider_gets_one_call_per_group(tmp_path: Path) -> None:
         calls = env.world.api_calls()
         assert calls.get("create", 0) == calls.get("delete", 0) == 0, calls
         assert calls["apply_group"] >= 3 and calls["delete_group"] >= 2
+
+
+class TimedGroupCalls(SimDriver):
+    """The sim's per-group driver, each group call taking CALL_S and its span kept."""
+
+    CALL_S = 0.3
+
+    def __init__(self, world: SimWorld) -> None:
+        super().__init__(world, per_group=True)
+        self.spans: list[tuple[str, float, float]] = []
+        self._lock = threading.Lock()
+
+    def _timed(self, what: str, call: Callable[[], None]) -> None:
+        start = time.monotonic()
+        time.sleep(self.CALL_S)
+        call()
+        with self._lock:
+            self.spans.append((what, start, time.monotonic()))
+
+    def apply_group(self, request: GroupRequest) -> None:
+        self._timed("apply", lambda: super(TimedGroupCalls, self).apply_group(request))
+
+    def delete_group(self, nodegroup_id: str) -> None:
+        self._timed("delete", lambda: super(TimedGroupCalls, self).delete_group(nodegroup_id))
+
+
+def test_a_clusters_groups_are_deleted_by_calls_at_once(tmp_path: Path) -> None:
+    made: list[TimedGroupCalls] = []
+
+    def driver(w: SimWorld) -> SimDriver:
+        made.append(TimedGroupCalls(w))
+        return made[-1]
+
+    workers = [{**WORKER, "name": f"w{i}"} for i in range(3)]
+    with env_at(f"sqlite:///{tmp_path / 'shoal.db'}", driver=driver) as env:
+        cid = env.create("stacks", [MASTER, *workers])
+        env.step_until(env.complete(cid))
+        env.delete(cid)
+        env.step_until(lambda: env.cluster(cid) is None)
+    deletes = [(a, b) for what, a, b in made[0].spans if what == "delete"]
+    assert len(deletes) >= 4
+    # The four groups' deletes were asked together: each began before the first ended.
+    first_end = min(b for _, b in deletes)
+    assert sum(a < first_end for a, _ in deletes) >= 2, deletes
 
 
 def test_a_group_whose_provider_left_the_configuration_says_so(lite: Env) -> None:

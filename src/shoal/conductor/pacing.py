@@ -55,12 +55,13 @@ DRAIN_POLL_S = 2.0  # a node being drained is looked at again this often
 # up one by one, not when the group's learned boot time says (nodegroup/grouped.py).
 GROUP_POLL_S = 1.0
 # While such a provider deletes a group whole (a Heat stack delete), it is looked at this
-# often instead: the end of a delete is not worth a read of the stack every second, and
-# those reads slowed Heat's deletes (four stacks deleted at once: a one-member stack took
-# 47 s looked at every second, 7 s every 5 s, when a read was two calls to Heat's engine;
-# read by id it is one, so every 2.5 s costs the engine what every 5 s did then;
-# docs/benchmarks.md).
-GROUP_DELETE_POLL_S = 2.5
+# often. Reads of the stack once slowed Heat's deletes (four stacks deleted at once: a
+# one-member stack took 47 s looked at every second, 7 s every 5 s, when a read was two
+# calls to Heat's engine); read by id it is one call and its servers are read at most
+# every heat/servers.py STALE_S, and looks every second end the benchmark's deletes as
+# soon as Magnum's one stack's, where every 2.5 s ended them a second later on average
+# (docs/benchmarks.md).
+GROUP_DELETE_POLL_S = 1.0
 # A reboot or rebuild counts as done once the machine was seen not ready and is ready
 # again, or is ready this long after the call (a reboot too quick to see), unless the
 # provider says how long its restarts take (`Capabilities.restart_seconds`).

@@ -4,7 +4,8 @@ Per machine: deletes first, then creates as one set of waves for all the groups
 (masters' waves first: the control plane boots before the workers queue), each
 through its provider's limits. A provider that realises whole node groups
 (feature PER_GROUP) gets one call per group instead: the group's members, or the
-group's deletion. Each answer is folded into its own pass's view.
+group's deletion, the batch's groups at once. Each answer is folded into its own
+pass's view.
 """
 
 from __future__ import annotations
@@ -37,15 +38,13 @@ def act(ctx: Context, passes: list[Pass]) -> None:
     An unexpected exception in a group's calls or in folding their answers is kept
     on its pass (`Pass.crash`), never raised: the other groups' calls go on."""
     per_machine: list[tuple[Pass, Provider]] = []
+    per_group: list[tuple[Pass, Provider]] = []
     for p in passes:
         provider = ctx.provider(p.provider)
         if provider is None:
             continue  # plan() made it a pass that only concludes
-        if provider.has(Feature.PER_GROUP):
-            with _guarded(p):
-                _per_group(ctx, p, provider)
-        else:
-            per_machine.append((p, provider))
+        (per_group if provider.has(Feature.PER_GROUP) else per_machine).append((p, provider))
+    _per_groups(ctx, per_group)
     _deletes(ctx, per_machine)
     _operations(ctx, passes)
     _creates(ctx, per_machine)
@@ -183,6 +182,21 @@ def _refused(p: Pass, err: DriverError) -> None:
     p.errors.append(err)
     if isinstance(err, BlockedError) and err.kind is BlockedKind.NO_VALID_HOST and err.az:
         p.memory = health.block_zone(p.memory, err.az, p.now, pacing.HEALTH)
+
+
+def _per_groups(ctx: Context, items: list[tuple[Pass, Provider]]) -> None:
+    """Each group's one call, the batch's calls at once on the driver pool: a cluster's
+    Heat stacks are asked for together, not each after the last one's answer."""
+
+    def one(p: Pass, provider: Provider) -> None:
+        with _guarded(p):
+            _per_group(ctx, p, provider)
+
+    if len(items) == 1:
+        one(*items[0])
+        return
+    for done in [ctx.pool.submit(one, p, provider) for p, provider in items]:
+        done.result()
 
 
 def _per_group(ctx: Context, p: Pass, provider: Provider) -> None:

@@ -14,8 +14,8 @@ report says it is done) the group is looked at every `pacing.GROUP_POLL_S` at mo
 apart: when its members come up is the provider's doing (Heat triggers one member a
 second, the new ones among the unchanged), not the boot time the conductor learned from
 the group's first machines, which would leave a grown group unobserved that long. While
-the provider deletes the group whole, every `pacing.GROUP_DELETE_POLL_S`: each look reads
-its stack, and a second's looks slowed Heat's deletes. Its listing is the same two calls
+the provider deletes the group whole, every `pacing.GROUP_DELETE_POLL_S` (each look
+reads its stack: a read Heat's engine pays for). Its listing is the same two calls
 whatever the group's size. While the provider works on it, the group is not complete,
 whatever its members show (outcome rule `provider-working`): an action after it (a
 delete) would otherwise cancel the provider's work in flight.
