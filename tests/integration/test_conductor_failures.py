@@ -5,6 +5,7 @@ conductor's clock moved forward, so minutes of backoff take seconds."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -219,10 +220,10 @@ class TimedGroupCalls(SimDriver):
             self.spans.append((what, start, time.monotonic()))
 
     def apply_group(self, request: GroupRequest) -> None:
-        self._timed("apply", lambda: super(TimedGroupCalls, self).apply_group(request))
+        self._timed("apply", functools.partial(super().apply_group, request))
 
     def delete_group(self, nodegroup_id: str) -> None:
-        self._timed("delete", lambda: super(TimedGroupCalls, self).delete_group(nodegroup_id))
+        self._timed("delete", functools.partial(super().delete_group, nodegroup_id))
 
 
 def test_a_clusters_groups_are_deleted_by_calls_at_once(tmp_path: Path) -> None:
@@ -240,7 +241,7 @@ def test_a_clusters_groups_are_deleted_by_calls_at_once(tmp_path: Path) -> None:
         env.step_until(lambda: env.cluster(cid) is None)
     deletes = [(a, b) for what, a, b in made[0].spans if what == "delete"]
     assert len(deletes) >= 4
-    # The four groups' deletes were asked together: each began before the first ended.
+    # The groups' deletes were asked together: more than one began before the first ended.
     first_end = min(b for _, b in deletes)
     assert sum(a < first_end for a, _ in deletes) >= 2, deletes
 
