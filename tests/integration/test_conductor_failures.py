@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from sqlalchemy import update
@@ -19,7 +20,7 @@ from sqlalchemy import update
 from shoal.db.tables import NodeGroupRow
 from shoal.domain import conditions as cond
 from shoal.domain import model as m
-from shoal.drivers.contract import GroupRequest
+from shoal.drivers.contract import GroupReport, GroupRequest, GroupState, Machine
 from shoal.drivers.sim.driver import SimDriver
 from shoal.drivers.sim.world import SimWorld
 from shoal.services import nodegroups
@@ -27,6 +28,7 @@ from tests.integration.conductor_support import FAST_SIM, Env, env_at, make_env
 
 MASTER = {"name": "m", "role": "master", "flavor_id": "m1.small", "node_count": 1}
 WORKER = {"name": "w", "flavor_id": "m1.small", "node_count": 3}
+T = TypeVar("T")
 
 
 @pytest.fixture
@@ -212,18 +214,53 @@ class TimedGroupCalls(SimDriver):
         self.spans: list[tuple[str, float, float]] = []
         self._lock = threading.Lock()
 
-    def _timed(self, what: str, call: Callable[[], None]) -> None:
+    def _timed(self, what: str, call: Callable[[], T]) -> T:
         start = time.monotonic()
         time.sleep(self.CALL_S)
-        call()
+        got = call()
         with self._lock:
             self.spans.append((what, start, time.monotonic()))
+        return got
 
     def apply_group(self, request: GroupRequest) -> None:
         self._timed("apply", functools.partial(super().apply_group, request))
 
     def delete_group(self, nodegroup_id: str) -> None:
         self._timed("delete", functools.partial(super().delete_group, nodegroup_id))
+
+
+class TimedReportingCalls(TimedGroupCalls):
+    """The same, also reporting each group in its listing (as the heat driver does),
+    each listing taking CALL_S and its span kept."""
+
+    def list_group(
+        self, nodegroup_id: str, tags: Mapping[str, str]
+    ) -> tuple[list[Machine], GroupReport]:
+        machines = self._timed("list", functools.partial(self.list_machines, tags))
+        return machines, GroupReport(None, GroupState.COMPLETE if machines else GroupState.ABSENT)
+
+
+def overlapping(spans: list[tuple[float, float]]) -> bool:
+    """Whether a span began before an earlier-begun one ended."""
+    spans = sorted(spans)
+    return any(b[0] < a[1] for a, b in itertools.pairwise(spans))
+
+
+def test_a_batchs_reported_groups_are_listed_at_once(tmp_path: Path) -> None:
+    made: list[TimedReportingCalls] = []
+
+    def driver(w: SimWorld) -> SimDriver:
+        made.append(TimedReportingCalls(w))
+        return made[-1]
+
+    workers = [{**WORKER, "name": f"w{i}"} for i in range(3)]
+    with env_at(f"sqlite:///{tmp_path / 'shoal.db'}", driver=driver) as env:
+        cid = env.create("stacks", [MASTER, *workers])
+        env.step_until(env.complete(cid))
+    lists = [(a, b) for what, a, b in made[0].spans if what == "list"]
+    assert len(lists) >= 4
+    # A pass over several groups listed them together, not each after the last.
+    assert overlapping(lists), lists
 
 
 def test_a_clusters_groups_are_deleted_by_calls_at_once(tmp_path: Path) -> None:

@@ -3,6 +3,8 @@ how a shared write that fails is made again item by item."""
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 import pytest
@@ -34,6 +36,25 @@ def test_an_exception_takes_only_its_own_item_out_of_the_pass() -> None:
     assert set(g.failed) == {"b", "c"} and isinstance(g.failed["c"], ZeroDivisionError)
     g.fail("c", RuntimeError("later"))
     assert isinstance(g.failed["c"], ZeroDivisionError)  # the first reason stays
+
+
+def test_at_once_an_exception_takes_only_its_own_item_out_and_one_runs_in_place() -> None:
+    g = guard()
+    g.fail("d", RuntimeError("before"))
+    threads: dict[str, str] = {}
+
+    def fn(u: str) -> int:
+        threads[u] = threading.current_thread().name
+        return {"a": 1, "c": 3}[u]  # "b": KeyError
+
+    with ThreadPoolExecutor(2, thread_name_prefix="pool") as pool:
+        assert g.each_at_once(["a", "b", "c", "d"], fn, pool) == {"a": 1, "c": 3}
+        assert set(threads) == {"a", "b", "c"}  # "d" was out already
+        assert all(t.startswith("pool") for t in threads.values())
+        assert isinstance(g.failed["b"], KeyError)
+        threads.clear()
+        assert g.each_at_once(["a", "b"], fn, pool) == {"a": 1}  # "b" is out: "a" alone
+    assert threads == {"a": threading.current_thread().name}
 
 
 # (what each item's write does, alone) -> (written, failed, dropped)

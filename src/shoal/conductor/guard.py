@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
+from concurrent.futures import Executor
 from datetime import datetime
 from typing import TypeVar
 
@@ -65,6 +66,16 @@ class Guard:
             except Exception as exc:
                 self.fail(u, exc)
         return out
+
+    def each_at_once(
+        self, uuids: Iterable[str], fn: Callable[[str], T], pool: Executor
+    ) -> dict[str, T]:
+        """`each`, the calls at once on `pool` (a single one on the caller's thread)."""
+        todo = [u for u in uuids if self.ok(u)]
+        if len(todo) <= 1:
+            return self.each(todo, fn)
+        futures = {u: pool.submit(fn, u) for u in todo}
+        return self.each(futures, lambda u: futures[u].result())
 
     def keep(
         self, items: Iterable[T], uuid_of: Callable[[T], str], fn: Callable[[T], R]

@@ -59,10 +59,15 @@ def reconcile_batch(ctx: Context, uuids: list[str]) -> None:
     providers = {u: str(place.provider) for u, place in places.items()}
     # VMs of virt hosts: the driver learns the cluster's hosts before any call.
     views = guard.each(providers, lambda u: _virt_hosts(ctx, providers[u], u))
-    # Listed on this worker's thread, not the driver pool's: a listing does not take
-    # a create's place among the driver's `driver_concurrency` calls.
+    # Machines are listed on this worker's thread, not the driver pool's: a listing
+    # does not take a create's place among the driver's `driver_concurrency` calls.
+    # Groups a provider realises whole make no per-machine creates: a batch's (a
+    # cluster's Heat stacks) are listed at once, as their calls are made (act.py).
     reports: dict[str, GroupReport] = {}
-    listed = guard.each(views, lambda u: _listing(ctx, places[u], u, reports))
+    whole = {u for u in views if _reports(ctx, places[u].provider)}
+    listed = guard.each([u for u in views if u not in whole],
+                        lambda u: _listing(ctx, places[u], u, reports))  # fmt: skip
+    listed |= guard.each_at_once(whole, lambda u: _listing(ctx, places[u], u, reports), ctx.pool)
     # The snapshots are read after the listings: every machine listed had its node
     # row committed before it was created (intent before action).
     snaps = snapshots.load_groups(ctx.db, list(listed))
@@ -198,6 +203,12 @@ def _listing(
         return ctx.call(provider, lambda: driver.list_machines(tags))
     except TransientError as exc:
         return exc
+
+
+def _reports(ctx: Context, name: str | None) -> bool:
+    """Whether the group's provider realises it whole (and reports it in its listing)."""
+    provider = ctx.provider(name)
+    return provider is not None and grouped.reports(provider.driver)
 
 
 def _virt_hosts(ctx: Context, name: str, ng_uuid: str) -> VirtView | None:
