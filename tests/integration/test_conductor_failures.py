@@ -263,6 +263,27 @@ def test_a_batchs_reported_groups_are_listed_at_once(tmp_path: Path) -> None:
     assert overlapping(lists), lists
 
 
+def test_a_reported_groups_deletion_is_asked_before_any_listing(tmp_path: Path) -> None:
+    made: list[TimedReportingCalls] = []
+
+    def driver(w: SimWorld) -> SimDriver:
+        made.append(TimedReportingCalls(w))
+        return made[-1]
+
+    workers = [{**WORKER, "name": f"w{i}"} for i in range(3)]
+    with env_at(f"sqlite:///{tmp_path / 'shoal.db'}", driver=driver) as env:
+        cid = env.create("stacks", [MASTER, *workers])
+        env.step_until(env.complete(cid))
+        asked = time.monotonic()
+        env.delete(cid)
+        env.step_until(lambda: env.cluster(cid) is None)
+        assert env.servers(cid) == []
+    spans = [(what, a) for what, a, _ in made[0].spans if a >= asked]
+    first_list = min(a for what, a in spans if what == "list")
+    # Each of the four groups was asked to go before any of them was listed again.
+    assert sum(what == "delete" and a < first_list for what, a in spans) == 4, spans
+
+
 def test_a_clusters_groups_are_deleted_by_calls_at_once(tmp_path: Path) -> None:
     made: list[TimedGroupCalls] = []
 

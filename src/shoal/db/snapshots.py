@@ -261,6 +261,20 @@ def places_of(db: Database, uuids: Collection[str]) -> dict[str, GroupPlace]:
         return {u: GroupPlace(p, c, pr) for u, p, c, pr in rows}
 
 
+_UNASKED = select(_NG.c.uuid).where(
+    _NG.c.uuid.in_(bindparam("uuids", expanding=True)),
+    _NG.c.deleting.is_(True),
+    _NG.c.observed_generation < _NG.c.generation,
+)
+
+
+def deletes_unasked(db: Database, uuids: Collection[str]) -> set[str]:
+    """Which of node groups `uuids` are being deleted and no delete pass has seen it yet
+    (a delete pass marks its generation observed: nodegroup/delete.py)."""
+    with db.core_read() as s:
+        return set(s.scalars(_UNASKED, {"uuids": list(uuids)}))
+
+
 def taken_names(db: Database, cluster_uuid: str, names: Collection[str]) -> set[str]:
     """Which of `names` a node of the cluster already has (chunked IN queries on the
     name index: a pass that adds nodes checks only its new names, not the cluster's)."""

@@ -2,6 +2,10 @@
 
 Deletes always finish: "not found" is done, a refused delete is retried with
 backoff, and the group row goes only when the cloud lists none of its machines.
+A group its provider deletes whole (one Heat stack) is asked at once by the first
+pass that sees its deletion, without a listing (its provider deletes whatever the
+group holds; a listing read Nova's servers first, a second on a busy cloud); every
+pass after it lists the group, and the row goes when the listing finds nothing.
 """
 
 from __future__ import annotations
@@ -26,6 +30,13 @@ def plan(p: Pass, vms_left: int = 0) -> None:
         p.path = Path.CONCLUDE
         p.hosts_wait = f"waiting for {vms_left} VM node(s) on these virt hosts to be deleted"
         return
+    if p.unlisted:  # its provider deletes it whole: asked before any listing
+        for node in p.nodes.values():
+            if node.state is not NodeState.DELETING:
+                p.set(node, state=NodeState.DELETING)
+        p.to_delete = [g.uuid]
+        p.event("Deleting", f"node group {g.name}: deleting it with its {len(p.nodes)} node(s)")
+        return
     if not p.machines:
         p.path = Path.CONCLUDE
         p.w.delete_group = True
@@ -49,7 +60,7 @@ def conclude(pace: Pacing, p: Pass) -> None:
     sooner while the provider deletes the group whole (grouped.py)."""
     g, now = p.snap.group, p.now
     status.retry_events(p)
-    left = len(p.machines)
+    left = len(p.nodes) if p.unlisted else len(p.machines)
     msg = p.hosts_wait or f"waiting for {left} machine(s) to be deleted"
     conds = cond.set_false(g.conditions, cond.READY, cond.DELETION_IN_PROGRESS, msg, now)
     delay = pace.requeue_seconds if p.delete_errors else status.recheck_in(pace, p)
@@ -61,7 +72,7 @@ def conclude(pace: Pacing, p: Pass) -> None:
         st.derive(g.status, st.Outcome.IN_PROGRESS, deleting=True),
         msg,
         conds,
-        False,
+        True,  # the deletion was seen: the next pass lists the group (reconcile.py)
         nxt,
         p.memory.to_json() if p.memory != p.snap.memory else None,
     )

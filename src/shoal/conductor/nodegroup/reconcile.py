@@ -62,12 +62,18 @@ def reconcile_batch(ctx: Context, uuids: list[str]) -> None:
     # Machines are listed on this worker's thread, not the driver pool's: a listing
     # does not take a create's place among the driver's `driver_concurrency` calls.
     # Groups a provider realises whole make no per-machine creates: a batch's (a
-    # cluster's Heat stacks) are listed at once, as their calls are made (act.py).
+    # cluster's Heat stacks) are listed at once, as their calls are made (act.py);
+    # those whose deletion no pass has seen yet are not listed: their provider is
+    # asked to delete them whole at once (delete.py), and the next pass lists them.
     reports: dict[str, GroupReport] = {}
     whole = {u for u in views if _reports(ctx, places[u].provider)}
+    unlisted = snapshots.deletes_unasked(ctx.db, whole) if whole else set()
     listed = guard.each([u for u in views if u not in whole],
                         lambda u: _listing(ctx, places[u], u, reports))  # fmt: skip
-    listed |= guard.each_at_once(whole, lambda u: _listing(ctx, places[u], u, reports), ctx.pool)
+    listed |= guard.each_at_once(
+        whole - unlisted, lambda u: _listing(ctx, places[u], u, reports), ctx.pool
+    )
+    listed |= {u: [] for u in unlisted}
     # The snapshots are read after the listings: every machine listed had its node
     # row committed before it was created (intent before action).
     snaps = snapshots.load_groups(ctx.db, list(listed))
@@ -77,6 +83,7 @@ def reconcile_batch(ctx: Context, uuids: list[str]) -> None:
     )
     for p in started.values():
         p.virt = views.get(p.group_uuid)
+        p.unlisted = p.group_uuid in unlisted
         grouped.record(p, reports.get(p.group_uuid), ctx.pacing.requeue_seconds)
     # The clusters' Kubernetes API servers, read before anything is decided.
     kubefeed.read(ctx, guard, started.values())

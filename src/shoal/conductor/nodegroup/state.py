@@ -62,6 +62,8 @@ class Pass:
     memory: health.GroupMemory  # what the conductor remembers, as this pass changes it
     path: Path = Path.RECONCILE
     listing_error: TransientError | None = None
+    # Not listed: its provider deletes it whole and is asked before any listing (delete.py).
+    unlisted: bool = False
     w: writes.GroupWrite = field(default_factory=writes.GroupWrite)
     to_ensure: list[str] = field(default_factory=list)  # node uuids
     to_delete: list[str] = field(default_factory=list)  # machine ids
