@@ -257,3 +257,15 @@ def test_a_retried_member_takes_the_new_server_group_and_a_kept_one_its_old() ->
     assert {i for i, e in grown.members.items() if e["id"] == "m1"} == {"1"}  # its index kept
     removed = mb.unchanged(mb.Group({"0": {"id": "m0"}}, ("1", "2")))
     assert removed.removal_policies == [{"resource_list": ["1", "2"]}] and removed.count == 1
+
+
+def test_an_output_is_read_again_when_the_held_groups_change_within_a_second() -> None:
+    def stack(held: list[str], updated: str = "2026-11-29T12:30:18Z") -> dict[str, Any]:
+        groups = {n: PlacementGroup(n, PlacementPolicy.SOFT_ANTI_AFFINITY) for n in held}
+        return {"id": "s-1", "updated_time": updated, "parameters": cs.parameters(groups)}
+
+    one, both = stack(["w0"]), stack(["w0", "w1"])
+    assert cs.output_version(one) == cs.output_version(stack(["w0"]))
+    # Two updates begun in the same second: the second one's output is read again.
+    assert cs.output_version(one) != cs.output_version(both)
+    assert cs.output_version(one) != cs.output_version(stack(["w0"], "2026-11-29T12:30:19Z"))

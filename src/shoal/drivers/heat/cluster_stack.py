@@ -97,8 +97,8 @@ class ClusterStacks:
         self._clock = clock
         self._pending: dict[str, dict[str, PlacementGroup]] = {}  # stack name -> asked
         self._pending_lock = threading.Lock()
-        # stack name -> ((its id, its updated_time), its output): read again once it changed
-        self._outputs: dict[str, tuple[tuple[str, str], dict[str, str]]] = {}
+        # stack name -> (its `output_version`, its output): read again once it changed
+        self._outputs: dict[str, tuple[tuple[str, str, str], dict[str, str]]] = {}
         # the cluster stacks `begin_release` asked Heat to delete (insertion-ordered)
         self._begun: dict[str, None] = {}
 
@@ -194,7 +194,7 @@ class ClusterStacks:
 
     def _output(self, name: str, stack: Mapping[str, Any]) -> dict[str, str]:
         """The stack's `server_groups` output, read alone; once per version of it."""
-        version = (str(stack["id"]), str(stack.get("updated_time") or ""))
+        version = output_version(stack)
         cached = self._outputs.get(name)
         if cached is not None and cached[0] == version:
             return cached[1]
@@ -327,6 +327,16 @@ class ClusterStacks:
 
 
 # ---------------------------------------------------------------- plain values
+def output_version(stack: Mapping[str, Any]) -> tuple[str, str, str]:
+    """What tells one version of a cluster stack's output from another: its id, its
+    `updated_time` and the placement groups it holds. Heat gives `updated_time` to the
+    second: two updates begun in the same second (the groups of a new cluster asking
+    for their server groups at once) share it, and the output of the first, cached
+    under it, lacked the second's server group for good."""
+    held = json.dumps(held_of(stack.get("parameters")), sort_keys=True)
+    return str(stack["id"]), str(stack.get("updated_time") or ""), held
+
+
 def resource_name(group: str) -> str:
     """A placement group's resource in the cluster stack: its name when Heat takes it as
     one (and it is not an anchor's), else a digest of it (stable: a held server group is
