@@ -4,6 +4,7 @@ conductor's clock moved forward, so minutes of backoff take seconds."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import itertools
@@ -246,58 +247,54 @@ def overlapping(spans: list[tuple[float, float]]) -> bool:
     return any(b[0] < a[1] for a, b in itertools.pairwise(spans))
 
 
-def test_a_batchs_reported_groups_are_listed_at_once(tmp_path: Path) -> None:
-    made: list[TimedReportingCalls] = []
+@contextlib.contextmanager
+def four_stacks(
+    tmp_path: Path, kind: type[TimedGroupCalls]
+) -> Iterator[tuple[Env, str, list[TimedGroupCalls]]]:
+    """A cluster of a master and three worker groups on a timed per-group driver,
+    created and complete; the drivers made, whose spans the test reads."""
+    made: list[TimedGroupCalls] = []
 
     def driver(w: SimWorld) -> SimDriver:
-        made.append(TimedReportingCalls(w))
+        made.append(kind(w))
         return made[-1]
 
     workers = [{**WORKER, "name": f"w{i}"} for i in range(3)]
     with env_at(f"sqlite:///{tmp_path / 'shoal.db'}", driver=driver) as env:
         cid = env.create("stacks", [MASTER, *workers])
         env.step_until(env.complete(cid))
-    lists = [(a, b) for what, a, b in made[0].spans if what == "list"]
+        yield env, cid, made
+
+
+def spans_of(made: list[TimedGroupCalls], what: str) -> list[tuple[float, float]]:
+    return [(a, b) for w, a, b in made[0].spans if w == what]
+
+
+def test_a_batchs_reported_groups_are_listed_at_once(tmp_path: Path) -> None:
+    with four_stacks(tmp_path, TimedReportingCalls) as (_, _, made):
+        pass
+    lists = spans_of(made, "list")
     assert len(lists) >= 4
     # A pass over several groups listed them together, not each after the last.
     assert overlapping(lists), lists
 
 
 def test_a_reported_groups_deletion_is_asked_before_any_listing(tmp_path: Path) -> None:
-    made: list[TimedReportingCalls] = []
-
-    def driver(w: SimWorld) -> SimDriver:
-        made.append(TimedReportingCalls(w))
-        return made[-1]
-
-    workers = [{**WORKER, "name": f"w{i}"} for i in range(3)]
-    with env_at(f"sqlite:///{tmp_path / 'shoal.db'}", driver=driver) as env:
-        cid = env.create("stacks", [MASTER, *workers])
-        env.step_until(env.complete(cid))
+    with four_stacks(tmp_path, TimedReportingCalls) as (env, cid, made):
         asked = time.monotonic()
         env.delete(cid)
         env.step_until(lambda: env.cluster(cid) is None)
         assert env.servers(cid) == []
-    spans = [(what, a) for what, a, _ in made[0].spans if a >= asked]
-    first_list = min(a for what, a in spans if what == "list")
+    first_list = min(a for a, _ in spans_of(made, "list") if a >= asked)
     # Each of the four groups was asked to go before any of them was listed again.
-    assert sum(what == "delete" and a < first_list for what, a in spans) == 4, spans
+    assert sum(asked <= a < first_list for a, _ in spans_of(made, "delete")) == 4, made[0].spans
 
 
 def test_a_clusters_groups_are_deleted_by_calls_at_once(tmp_path: Path) -> None:
-    made: list[TimedGroupCalls] = []
-
-    def driver(w: SimWorld) -> SimDriver:
-        made.append(TimedGroupCalls(w))
-        return made[-1]
-
-    workers = [{**WORKER, "name": f"w{i}"} for i in range(3)]
-    with env_at(f"sqlite:///{tmp_path / 'shoal.db'}", driver=driver) as env:
-        cid = env.create("stacks", [MASTER, *workers])
-        env.step_until(env.complete(cid))
+    with four_stacks(tmp_path, TimedGroupCalls) as (env, cid, made):
         env.delete(cid)
         env.step_until(lambda: env.cluster(cid) is None)
-    deletes = [(a, b) for what, a, b in made[0].spans if what == "delete"]
+    deletes = spans_of(made, "delete")
     assert len(deletes) >= 4
     # The groups' deletes were asked together: more than one began before the first ended.
     first_end = min(b for _, b in deletes)
