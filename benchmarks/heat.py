@@ -9,13 +9,14 @@ with upstream's pacing: 1 s between the leaves of a traversal), a cluster of 3 g
 (c) shoal's openstack provider: Nova servers directly.
 
 Each side: create the three groups (until all are complete), grow one by 10, remove 2
-named nodes of it, delete everything (until gone). The sides run in rounds on the one
-cloud, in turn forward and backward (a b c, then c b a: `order`), each in a fresh
-project, so that what the cloud accumulates over a run (deleted servers in its
-database, warm caches) falls on every side alike. Printed: each side's mean wall per
-phase and the ratios b/a of the sums (targets: at most 1.2 for create, 1.0 for the
-others), each round's b/a beside them, and b/c (what Heat costs). A side waits by
-polling every 0.2 s. Run it with `./run bench heat` (named only);
+named nodes of it, delete everything (until gone). The sides run in rounds, in turn
+forward and backward (a b c, then c b a: `order`), each side of each round on a test
+cloud of its own, started afresh (about 10 s): on one cloud kept for the run, the same
+side's create took 52 s first and 77 s sixth, as the single-process Nova slowed with
+what it had made and deleted, which no order of the sides evens out. Printed: each
+side's mean wall per phase and the ratios b/a of the sums (targets: at most 1.2 for
+create, 1.0 for the others), each round's b/a beside them, and b/c (what Heat costs).
+A side waits by polling every 0.2 s. Run it with `./run bench heat` (named only);
 SHOAL_BENCH_HEAT_SIDES (default `abc`) runs only the sides it names, e.g. `ab`, and
 SHOAL_BENCH_HEAT_ROUNDS (default 2) sets the rounds.
 """
@@ -39,7 +40,11 @@ GROUPS, PER_GROUP, GROW, REMOVE = 3, 20, 10, 2
 PHASES = ("create", "grow", "remove", "delete")
 TARGETS = {"create": 1.2, "grow": 1.0, "remove": 1.0, "delete": 1.0}
 POLL_S = 0.2
-USER_DATA = "#cloud-config\n" + "#" * 600 + "\n"
+# Each of (a)'s servers carries what each of (b)'s does: the same metadata keys and Nova
+# tags (`_payload`) and user data of the size of shoal's bootstrap for these nodes (1.36
+# KB measured), so that the sides differ in their stacks only. With 2 metadata keys, 1
+# tag and 0.6 KB instead, (a)'s create took 15 % less on this cloud (docs/benchmarks.md).
+USER_DATA = "#cloud-config\n" + "#" * 1350 + "\n"
 
 
 class Walls(dict[str, float]):
@@ -58,6 +63,17 @@ def _wait(what: str, done: Callable[[], bool], timeout: float = 1800.0) -> None:
         time.sleep(POLL_S)
 
 
+def _payload(tag: str, cloud: Any) -> tuple[dict[str, str], list[str]]:
+    """A member's metadata and tags shaped as shoal's (drivers/heat/members.py: `entry`):
+    its deployment, project, cluster, group, node (by index), role, image and flavor."""
+    ids = {k: str(uuid.uuid4()) for k in ("cluster", "nodegroup")}
+    tags = {"shoal-deployment": tag, "shoal-project": uuid.uuid4().hex,
+            "shoal-cluster": ids["cluster"], "shoal-nodegroup": ids["nodegroup"],
+            "shoal-node": str(uuid.uuid4())[:-7] + "%index%", "shoal-role": "worker"}  # fmt: skip
+    meta = {**tags, "shoal-image": cloud.image_name, "shoal-flavor": cloud.flavor_small.name}
+    return meta, [f"{k}={v}" for k, v in tags.items()]
+
+
 def _magnum_template(cloud: Any, tag: str) -> dict[str, Any]:
     params: dict[str, Any] = {f"count{g}": {"type": "number"} for g in range(GROUPS)}
     params.update({f"removal{g}": {"type": "json", "default": []} for g in range(GROUPS)})
@@ -71,6 +87,7 @@ def _magnum_template(cloud: Any, tag: str) -> dict[str, Any]:
         }
         for g in range(GROUPS)
     }
+    payloads = [_payload(tag, cloud) for _ in range(GROUPS)]
     resources |= {
         f"group{g}": {
             "type": "OS::Heat::ResourceGroup",
@@ -84,8 +101,8 @@ def _magnum_template(cloud: Any, tag: str) -> dict[str, Any]:
                         "image": cloud.image_name,
                         "flavor": cloud.flavor_small.name,
                         "networks": [{"allocate_network": "auto"}],
-                        "metadata": {"shoal-deployment": tag, "group": str(g)},
-                        "tags": [f"shoal-deployment={tag}"],
+                        "metadata": payloads[g][0],
+                        "tags": payloads[g][1],
                         "user_data_format": "RAW",
                         "user_data": USER_DATA,
                         "scheduler_hints": {"group": {"get_resource": f"server_group{g}"}},
@@ -256,16 +273,16 @@ def heat_side_by_side() -> list[Row]:
     sides = os.environ.get("SHOAL_BENCH_HEAT_SIDES", "abc")
     rounds = max(1, int(os.environ.get("SHOAL_BENCH_HEAT_ROUNDS", "2")))
     runs: dict[str, list[Walls]] = {"a": [], "b": [], "c": []}
-    with OpenStackCloud() as cloud:
-        cloud.start_heat(trigger_delay=1.0)  # upstream's pacing: Heat is measured here
-        work = Path(cloud.work_dir or ".") / "bench"
-        for r, side in order("".join(x for x in "abc" if x in sides), rounds):
+    for r, side in order("".join(x for x in "abc" if x in sides), rounds):
+        with OpenStackCloud() as cloud:  # a fresh cloud for each side of each round
+            cloud.start_heat(trigger_delay=1.0)  # upstream's pacing: Heat is measured here
             project = shoal_project(cloud, f"bench-{side}{r}")
             if side == "a":
                 runs["a"].append(magnum_way(cloud, project))
             else:
                 driver = "heat" if side == "b" else "openstack"
-                runs[side].append(shoal_way(cloud, project, work / f"{side}{r}", driver))
+                work = Path(cloud.work_dir or ".") / "bench" / f"{side}{r}"
+                runs[side].append(shoal_way(cloud, project, work, driver))
     return rows_of(runs)
 
 
