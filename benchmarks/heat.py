@@ -43,7 +43,8 @@ POLL_S = 0.2
 # Each of (a)'s servers carries what each of (b)'s does: the same metadata keys and Nova
 # tags (`_payload`) and user data of the size of shoal's bootstrap for these nodes (1.36
 # KB measured), so that the sides differ in their stacks only. With 2 metadata keys, 1
-# tag and 0.6 KB instead, (a)'s create took 15 % less on this cloud (docs/benchmarks.md).
+# tag and 0.6 KB instead, (a)'s create took 56 s where it took 82-99 s with these, each
+# on a fresh test cloud (docs/decisions.md, "The heat benchmark: a test cloud per side").
 USER_DATA = "#cloud-config\n" + "#" * 1350 + "\n"
 
 
