@@ -35,6 +35,8 @@ import yaml
 
 from benchmarks.harness import Deployment, check
 from benchmarks.scenarios import Row
+from shoal.drivers.contract import MachineSpec
+from shoal.drivers.heat import members
 
 GROUPS, PER_GROUP, GROW, REMOVE = 3, 20, 10, 2
 PHASES = ("create", "grow", "remove", "delete")
@@ -65,14 +67,15 @@ def _wait(what: str, done: Callable[[], bool], timeout: float = 1800.0) -> None:
 
 
 def _payload(tag: str, cloud: Any) -> tuple[dict[str, str], list[str]]:
-    """A member's metadata and tags shaped as shoal's (drivers/heat/members.py: `entry`):
-    its deployment, project, cluster, group, node (by index), role, image and flavor."""
-    ids = {k: str(uuid.uuid4()) for k in ("cluster", "nodegroup")}
-    tags = {"shoal-deployment": tag, "shoal-project": uuid.uuid4().hex,
-            "shoal-cluster": ids["cluster"], "shoal-nodegroup": ids["nodegroup"],
-            "shoal-node": str(uuid.uuid4())[:-7] + "%index%", "shoal-role": "worker"}  # fmt: skip
-    meta = {**tags, "shoal-image": cloud.image_name, "shoal-flavor": cloud.flavor_small.name}
-    return meta, [f"{k}={v}" for k, v in tags.items()]
+    """A member's metadata and Nova tags as shoal's heat driver makes them (`members.entry`
+    of a spec like (b)'s, its node id ending in the ResourceGroup's `%index%`)."""
+    spec = MachineSpec(
+        machine_id=str(uuid.uuid4())[:-7] + "%index%", name="", project_id=uuid.uuid4().hex,
+        cluster_id=str(uuid.uuid4()), nodegroup_id=str(uuid.uuid4()), role="worker",
+        flavor_id=cloud.flavor_small.name, image_id=cloud.image_name,
+    )  # fmt: skip
+    entry = members.entry(spec, tag, ())
+    return entry["metadata"], entry["tags"]
 
 
 def _magnum_template(cloud: Any, tag: str) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from shoal.conductor.pacing import Pacing
 from shoal.db import writes
 from shoal.domain import conditions as cond
 from shoal.domain import status as st
-from shoal.domain.model import Node, NodeState
+from shoal.domain.model import NodeState
 from shoal.drivers.contract import MachineState
 
 
@@ -31,7 +31,7 @@ def plan(p: Pass, vms_left: int = 0) -> None:
         p.hosts_wait = f"waiting for {vms_left} VM node(s) on these virt hosts to be deleted"
         return
     if p.unlisted:  # its provider deletes it whole: asked before any listing
-        _mark_deleting(p, list(p.nodes.values()))
+        _mark_deleting(p)
         p.to_delete = [g.uuid]
         p.event("Deleting", f"node group {g.name}: deleting it with its {len(p.nodes)} node(s)")
         return
@@ -43,7 +43,7 @@ def plan(p: Pass, vms_left: int = 0) -> None:
     for node in list(p.nodes.values()):
         if node.uuid not in p.machines:
             p.deleted(node)
-    _mark_deleting(p, list(p.nodes.values()))
+    _mark_deleting(p)
     p.to_delete = [
         m.machine_id for m in p.machines.values() if m.state is not MachineState.DELETING
     ]
@@ -51,8 +51,9 @@ def plan(p: Pass, vms_left: int = 0) -> None:
         p.event("Deleting", f"node group {g.name}: deleting {len(p.to_delete)} machine(s)")
 
 
-def _mark_deleting(p: Pass, nodes: list[Node]) -> None:
-    for node in nodes:
+def _mark_deleting(p: Pass) -> None:
+    """Every node of the group still here is DELETING (its machine asked to go)."""
+    for node in list(p.nodes.values()):
         if node.state is not NodeState.DELETING:
             p.set(node, state=NodeState.DELETING)
 
