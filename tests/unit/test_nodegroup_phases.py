@@ -376,3 +376,38 @@ def test_a_group_its_provider_deletes_whole_is_looked_at_within_the_delete_poll(
     delete.conclude(pace(), p)
     assert p.w.status is not None and p.w.status.next_reconcile_at is not None
     assert (p.w.status.next_reconcile_at - T0).total_seconds() == pytest.approx(due_in_s)
+
+
+@pytest.mark.parametrize(
+    ("boot_prior", "due_in_s"),
+    [
+        (None, pacing.MOVING_FRACTION * 8),  # nothing learned anywhere: a quarter of 8 s
+        (20.0, 12.0),  # its provider's machines took 20 s lately: when that says
+    ],
+)
+def test_a_group_with_nothing_learned_expects_its_providers_boot_time(
+    boot_prior: float | None, due_in_s: float
+) -> None:
+    """A new group booting for 8 s, none of its own nodes ready yet: looked at again as
+    its provider's recent boots say when there are some (conductor/priors.py)."""
+    booting = [node(i, m.NodeState.BUILDING, created_at=T0 - timedelta(seconds=8)) for i in (1, 2)]
+    p = start(group(2), booting, [machine(n, MachineState.BUILDING) for n in booting])
+    observe.observe(p)
+    status.conclude(dataclasses.replace(pace(), boot_prior=boot_prior), p)
+    assert p.w.status is not None and p.w.status.next_reconcile_at is not None
+    assert (p.w.status.next_reconcile_at - T0).total_seconds() == pytest.approx(due_in_s)
+
+
+def test_a_pass_reports_the_boots_and_deletes_it_saw_finish() -> None:
+    """What a pass saw end teaches its provider's other groups: the nodes that became
+    ready (create to ready), the machines that went (marked to gone); nodes ready
+    before the pass, or still moving, teach nothing."""
+    ready_before = node(1)
+    booted = node(2, m.NodeState.BUILDING, created_at=T0 - timedelta(seconds=21))
+    booting = node(3, m.NodeState.BUILDING, created_at=T0 - timedelta(seconds=5))
+    gone = node(4, m.NodeState.DELETING, updated_at=T0 - timedelta(seconds=6))
+    nodes = [ready_before, booted, booting, gone]
+    p = start(group(4), nodes, [machine(ready_before), machine(booted),
+                                machine(booting, MachineState.BUILDING)])  # fmt: skip
+    observe.observe(p)
+    assert status.finished_moves(p) == ([21.0], [6.0])

@@ -1,6 +1,6 @@
 """The pacing rules (conductor/pacing.py) on plain values: how often a group whose
-machines move is looked at, the provider's floor, what a delete teaches, and the
-heartbeat rule."""
+machines move is looked at, the provider's floor, what a delete teaches, what a
+group with nothing learned expects from its provider, and the heartbeat rule."""
 
 from __future__ import annotations
 
@@ -51,6 +51,37 @@ def test_a_delete_is_never_relisted_at_the_fast_floor_for_long() -> None:
         t += moving_period([Moving(t)], FAST)
         looks += 1
     assert looks < 40, looks
+
+
+def _looks(boot_s: float, learned: float | None) -> int:
+    """How many looks a group takes to see a boot of `boot_s` end, as the rule says."""
+    t, looks = 0.0, 0
+    while t < boot_s:
+        t += moving_period([Moving(t, learned)], FAST)
+        looks += 1
+    return looks
+
+
+def test_a_prior_turns_a_boots_many_looks_into_a_few() -> None:
+    """20 s boots on a fast cloud: 19 looks with nothing learned; with the provider's
+    prior of 19.5 s, one to when it expects them and then the floor's few."""
+    assert _looks(20.0, None) == 19
+    assert _looks(20.0, 19.5) == 4
+
+
+@pytest.mark.parametrize(
+    ("recent", "expected"),
+    [
+        ([], None),  # nothing seen
+        ([20.0] * (pacing.PRIOR_MIN - 1), None),  # too few
+        ([20.0] * pacing.PRIOR_MIN, 20.0),
+        ([float(s) for s in range(10, 30)], 11.0),  # the low quantile, not the median
+        ([5.0] + [60.0] * 19, 60.0),  # one quick outlier does not set it
+        ([5.0, 6.0] + [60.0] * 8, 5.0),  # ... a tenth of them do
+    ],
+)
+def test_prior(recent: list[float], expected: float | None) -> None:
+    assert pacing.prior(recent) == expected
 
 
 @pytest.mark.parametrize(

@@ -21,6 +21,7 @@ from shoal.conductor.backoff import Backoff
 from shoal.conductor.delegations import StoredDelegations
 from shoal.conductor.kubeapi import KubeAccess
 from shoal.conductor.pacing import CREATE_SLOT_WAIT_MAX_S, Pacing
+from shoal.conductor.priors import MoveTimes
 from shoal.conductor.ratelimit import RateLimiter
 from shoal.conductor.throttle import Held, Throttle
 from shoal.db.engine import Database
@@ -56,6 +57,8 @@ class Provider:
     kubernetes: bool = False
     # Creates: paced to the provider's limit as learned from its 429s.
     create_throttle: Throttle = field(default_factory=Throttle)
+    # What its machines took lately, by flavor: how a group that has learned nothing is paced.
+    moves: MoveTimes = field(default_factory=MoveTimes)
     _targets: dict[str, threading.BoundedSemaphore] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -222,10 +225,14 @@ class Context:
         """This conductor's clock, periods and backoff, as the outcome phases take them."""
         return Pacing.of(self.settings, self.backoff, self.now)
 
-    def pacing_for(self, name: str | None) -> Pacing:
-        """The pacing of a group in provider `name`: its floor is its driver's pace."""
+    def pacing_for(self, name: str | None, flavor: str | None = None) -> Pacing:
+        """The pacing of a group in provider `name`: its floor is its driver's pace, and
+        a group of `flavor` that has learned nothing expects what that flavor's machines
+        of the provider took lately."""
         p = self.provider(name)
-        return self.pacing if p is None else self.pacing.for_provider(p.capabilities().pace_seconds)
+        if p is None:
+            return self.pacing
+        return self.pacing.for_provider(p.capabilities().pace_seconds, *p.moves.priors(flavor))
 
     def requeue_at(self, now: datetime, seconds: float) -> datetime:
         """`now + seconds`, jittered by the backoff's jitter."""

@@ -38,6 +38,15 @@ MOVING_CAP_S = 30.0
 # Late: looked at again after this fraction of how late (nothing learned: of the time so far).
 MOVING_FRACTION = 0.25
 LEARN_WEIGHT = 0.3  # a new delete time's weight in the learned one (a moving average)
+# A group that has learned nothing yet expects what its provider's machines took lately
+# in this process (conductor/priors.py): the PRIOR_QUANTILE of the last PRIOR_WINDOW
+# boots (deletes), once PRIOR_MIN were seen. A low quantile: a group whose machines are
+# quicker than most is seen done late by no more than the spread below it. Before, a
+# group's first 20 s of boots took ~19 looks (0.2 s, then a quarter of the time so far);
+# with it, one or two.
+PRIOR_WINDOW = 64
+PRIOR_MIN = 8
+PRIOR_QUANTILE = 0.1
 # While creates are paced by the provider's rate limit (the throttle learned a pace), a
 # pass starts no create after this long (calls.ensure_all); its remaining intent rows are
 # created by the next pass, due when the provider takes creates again but behind groups
@@ -125,6 +134,15 @@ def moving_period(moves: Sequence[Moving], floor: float, cap: float = MOVING_CAP
     return min(periods) if periods else floor
 
 
+def prior(recent: Sequence[float]) -> float | None:
+    """What a group with nothing learned expects from its provider's `recent` times: their
+    `PRIOR_QUANTILE` (None with fewer than `PRIOR_MIN`)."""
+    if len(recent) < PRIOR_MIN:
+        return None
+    ordered = sorted(recent)
+    return ordered[int(PRIOR_QUANTILE * (len(ordered) - 1))]
+
+
 def learned(before: float | None, seen: float) -> float:
     """The learned time after one more `seen` (a moving average; the first one as is)."""
     seen = max(0.0, seen)
@@ -149,6 +167,10 @@ class Pacing:
     sweep_seconds: float  # at rest: a resync this often
     backoff_max_seconds: float  # no retry waits longer
     pace_seconds: float | None = None  # the provider's declared pace (None: a fast cloud)
+    # What its machines took lately (`prior`): the expectation of a group that has
+    # learned nothing yet (None: too few seen).
+    boot_prior: float | None = None
+    delete_prior: float | None = None
 
     @classmethod
     def of(
@@ -162,9 +184,17 @@ class Pacing:
             settings.backoff_max_seconds,
         )
 
-    def for_provider(self, pace_seconds: float | None) -> Pacing:
-        """The same policy for a group of a provider whose driver declares this pace."""
-        return replace(self, pace_seconds=pace_seconds)
+    def for_provider(
+        self,
+        pace_seconds: float | None,
+        boot_prior: float | None = None,
+        delete_prior: float | None = None,
+    ) -> Pacing:
+        """The same policy for a group of a provider whose driver declares this pace and
+        whose machines took this long lately."""
+        return replace(
+            self, pace_seconds=pace_seconds, boot_prior=boot_prior, delete_prior=delete_prior
+        )
 
     @property
     def progress_seconds(self) -> float:

@@ -114,12 +114,18 @@ def _uuid(p: Pass) -> str:
 
 
 def _conclude(ctx: Context, p: Pass) -> None:
-    """The outcome of a pass that acted."""
+    """The outcome of a pass that acted. What it saw finish teaches its provider's
+    other groups of its flavor first (conductor/priors.py)."""
     p.flush_updates()
+    flavor = spec.flavor_of(p)
+    provider = ctx.provider(p.provider)
+    if provider is not None:
+        provider.moves.saw(flavor, *status.finished_moves(p))
+    pace = ctx.pacing_for(p.provider, flavor)
     if p.path is Path.DELETE:
-        delete.conclude(ctx.pacing_for(p.provider), p)
+        delete.conclude(pace, p)
     else:
-        status.conclude(ctx.pacing_for(p.provider), p)
+        status.conclude(pace, p)
 
 
 def _checked(p: Pass, provider: Provider) -> list[str]:

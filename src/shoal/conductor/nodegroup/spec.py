@@ -63,6 +63,11 @@ def machine_spec(
     )
 
 
+def flavor_of(p: Pass) -> str | None:
+    """The flavor the group's new machines get (its own, else its cluster's)."""
+    return merge.image_and_flavor(p.snap.group.spec, p.snap.cluster_attrs)[1]
+
+
 def options(p: Pass) -> dict[str, str]:
     """The group's provider options: its own, over the labels its provider's driver
     reads as options (a cluster template's label reaches the group with its labels)."""

@@ -248,16 +248,19 @@ def recheck_in(pace: Pacing, p: Pass) -> float:
     (booting, being deleted), as the pacing rule says from how long they have taken
     so far and how long they take in this group (conductor/pacing.py); else the
     progress period after progress, the requeue period otherwise."""
-    moves = moving(p)
+    moves = moving(p, pace.boot_prior, pace.delete_prior)
     if moves:
         return pace.moving(moves)
     return pace.progress_seconds if p.progress else pace.requeue_seconds
 
 
-def moving(p: Pass) -> list[Moving]:
+def moving(
+    p: Pass, boot_prior: float | None = None, delete_prior: float | None = None
+) -> list[Moving]:
     """How the group's machines move now: the oldest booting one since its create
     and the boot time learned from its ready nodes (the median); the oldest being
-    deleted since it was marked, and the delete time the group remembers."""
+    deleted since it was marked, and the delete time the group remembers. A group
+    that has learned neither yet expects its provider's (`boot_prior`, `delete_prior`)."""
     nodes, now = p.nodes.values(), p.now
     out = []
     waiting = [n for n in nodes if n.state in (NodeState.PENDING, NodeState.BUILDING)]
@@ -268,13 +271,33 @@ def moving(p: Pass) -> list[Moving]:
             if n.state is NodeState.ACTIVE and n.ready_at is not None and n.created_at is not None
         ]
         first = min((n.created_at or now) for n in waiting)
-        boot = statistics.median(boots) if boots else None
+        boot = statistics.median(boots) if boots else boot_prior
         out.append(Moving((now - first).total_seconds(), boot))
     deleting = [n for n in nodes if n.state is NodeState.DELETING]
     if deleting:
         first = min((n.updated_at or now) for n in deleting)
-        out.append(Moving((now - first).total_seconds(), p.memory.delete_s))
+        learned = p.memory.delete_s if p.memory.delete_s is not None else delete_prior
+        out.append(Moving((now - first).total_seconds(), learned))
     return out
+
+
+def finished_moves(p: Pass) -> tuple[list[float], list[float]]:
+    """What this pass saw finish: the boot times (create to ready) of the nodes that
+    became ready, and the delete times (marked to gone) of the nodes whose machines
+    went; what their provider's other groups learn from (conductor/priors.py)."""
+    before = {n.uuid: n for n in p.snap.nodes}
+    boots = [
+        (n.ready_at - n.created_at).total_seconds()
+        for n in p.nodes.values()
+        if n.state is NodeState.ACTIVE and n.ready_at is not None and n.created_at is not None
+        and n.uuid in before and before[n.uuid].state in (NodeState.PENDING, NodeState.BUILDING)
+    ]  # fmt: skip
+    deletes = [
+        (p.now - n.updated_at).total_seconds()
+        for n in before.values()
+        if n.state is NodeState.DELETING and n.updated_at is not None and n.uuid not in p.nodes
+    ]
+    return boots, deletes
 
 
 def _events(p: Pass, new_status: str, reason: str | None, ready: int) -> None:

@@ -90,7 +90,9 @@ def cloud_config(hostname: str, files: Sequence[File]) -> str:
         ],
         "runcmd": [["sh", "-c", START_AGENT]],
     }
-    return "#cloud-config\n" + json.dumps(config, indent=1, sort_keys=True) + "\n"
+    # On one line: Python's JSON encoder runs in C only without indentation (rendered
+    # for every node a pass creates; cloud-init reads it as YAML all the same).
+    return "#cloud-config\n" + json.dumps(config, sort_keys=True) + "\n"
 
 
 def user_data(who: NodeIdentity, shoal_url: str, agent_token: str | None = None) -> str:
@@ -119,4 +121,4 @@ def without_agent_token(text: str) -> str:
                 f["content"] = json.dumps(identity, sort_keys=True) + "\n"
     except (ValueError, KeyError, TypeError, AttributeError):
         return text
-    return header + json.dumps(config, indent=1, sort_keys=True) + "\n"
+    return header + json.dumps(config, sort_keys=True) + "\n"

@@ -33,7 +33,10 @@ def make_engine(url: str, pool_max: int = 40) -> Engine:
         if u.drivername == "postgresql":  # psycopg 3 is the driver shoal ships with
             u = u.set(drivername="postgresql+psycopg")
         kept = min(8, pool_max)
-        return create_engine(u, pool_size=kept, max_overflow=pool_max - kept, pool_pre_ping=True)
+        # No ping before each use (a round trip per call): a connection the server
+        # dropped fails its call, which the driver reports as transient (driver.py), and
+        # SQLAlchemy replaces the pool's connections.
+        return create_engine(u, pool_size=kept, max_overflow=pool_max - kept)
     pool: dict[str, Any] = {"pool_size": 8, "max_overflow": 32}
     if is_memory(url):  # one shared connection, or every connection is a new world
         pool = {"poolclass": StaticPool}
