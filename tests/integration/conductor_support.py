@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -20,6 +21,7 @@ from shoal.db.repo.paging import Page
 from shoal.db.types import utcnow
 from shoal.domain import model as m
 from shoal.domain.errors import NotFound
+from shoal.drivers.contract import TAG_NODEGROUP, Machine
 from shoal.drivers.providers import Provider, Providers
 from shoal.drivers.sim.driver import SimDriver
 from shoal.drivers.sim.hosted import HostedSimDriver
@@ -33,6 +35,20 @@ from tests.support.waiting import scaled
 FAST_SIM = SimSettings(boot_seconds=0.3, delete_seconds=0.1, api_latency_ms=0, jitter=0.2)
 FAST_CONDUCTOR = ConductorSettings(requeue_seconds=0.05, backoff_max_seconds=0.3)
 ALL = Page(limit=100_000)
+
+
+class CountingSim(SimDriver):
+    """The sim driver, counting its listings by the value of one tag (`by`: by node
+    group unless told)."""
+
+    def __init__(self, world: SimWorld, by: str = TAG_NODEGROUP) -> None:
+        super().__init__(world)
+        self.by = by
+        self.lists: Counter[str] = Counter()
+
+    def list_machines(self, tags: Mapping[str, str]) -> list[Machine]:
+        self.lists[tags.get(self.by, "")] += 1
+        return super().list_machines(tags)
 
 
 @dataclass

@@ -7,40 +7,27 @@ learn from nothing (a look after a quarter of the time so far, from this conduct
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from shoal.conductor import pacing
-from shoal.drivers.contract import TAG_CLUSTER, Machine
-from shoal.drivers.sim.driver import SimDriver
-from shoal.drivers.sim.world import SimWorld
-from tests.integration.conductor_support import FAST_SIM, Env, make_env
+from shoal.drivers.contract import TAG_CLUSTER
+from tests.integration.conductor_support import FAST_SIM, CountingSim, Env, make_env
 
 BOOT_S = 4.0  # each machine takes this long to boot (no jitter: no late tail to count)
 MASTER = {"name": "m", "role": "master", "flavor_id": "m1.small", "node_count": 1}
 WORKER = {"name": "w", "flavor_id": "m1.small", "node_count": pacing.PRIOR_MIN}
 
 
-class CountingSim(SimDriver):
-    """The sim driver, counting its listings by cluster."""
-
-    def __init__(self, world: SimWorld) -> None:
-        super().__init__(world)
-        self.lists: Counter[str] = Counter()
-
-    def list_machines(self, tags: Mapping[str, str]) -> list[Machine]:
-        self.lists[tags.get(TAG_CLUSTER, "")] += 1
-        return super().list_machines(tags)
-
-
 @pytest.fixture
 def env(tmp_path: Path) -> Iterator[Env]:
     sim = replace(FAST_SIM, boot_seconds=BOOT_S, jitter=0.0)
-    yield from make_env(f"sqlite:///{tmp_path / 'shoal.db'}", sim=sim, driver=CountingSim)
+    yield from make_env(
+        f"sqlite:///{tmp_path / 'shoal.db'}", sim=sim, driver=lambda w: CountingSim(w, TAG_CLUSTER)
+    )
 
 
 def test_a_second_clusters_boots_are_looked_at_when_the_first_ones_say(env: Env) -> None:

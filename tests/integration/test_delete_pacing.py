@@ -6,35 +6,19 @@ counted. A scale-down teaches the group its delete time (its memory)."""
 from __future__ import annotations
 
 import time
-from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from shoal.db import snapshots
-from shoal.drivers.contract import TAG_NODEGROUP, Machine
-from shoal.drivers.sim.driver import SimDriver
-from shoal.drivers.sim.world import SimWorld
-from tests.integration.conductor_support import FAST_SIM, Env, make_env
+from tests.integration.conductor_support import FAST_SIM, CountingSim, Env, make_env
 from tests.support.waiting import scaled
 
 DELETE_S = 6.0  # each machine takes this long (+-20 %) to be deleted
 MASTER = {"name": "m", "role": "master", "flavor_id": "m1.small", "node_count": 1}
 WORKER = {"name": "w", "flavor_id": "m1.small", "node_count": 3}
-
-
-class CountingSim(SimDriver):
-    """The sim driver, counting its listings by node group."""
-
-    def __init__(self, world: SimWorld) -> None:
-        super().__init__(world)
-        self.lists: Counter[str] = Counter()
-
-    def list_machines(self, tags: Mapping[str, str]) -> list[Machine]:
-        self.lists[tags.get(TAG_NODEGROUP, "")] += 1
-        return super().list_machines(tags)
 
 
 @pytest.fixture
