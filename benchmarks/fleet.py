@@ -533,10 +533,10 @@ def _phases(
             done = _wait(c, dict.fromkeys(uids, "CREATE_COMPLETE"), t_last, timeout, lat)
         create_s = max(done.values())
         sampler.tick()
-        own_c, sim_c, _ = _process_figures(dep)
+        own_c, sim_c, _ = _spent(dep, cpu_before)
         create_cpu = (
-            sum(v - cpu_before[0][k] for k, v in own_c.items()),
-            sum(v - cpu_before[1][k] for k, v in sim_c.items()),
+            sum(own_c.values()),
+            sum(sim_c.values()),
             sampler.pg_cpu_s(),
             sampler.pg_transactions(),
         )
@@ -544,9 +544,7 @@ def _phases(
         with dep.client() as c:
             done2 = _wait(c, want, t2, timeout, lat)
     sampler.stop()
-    own, sim, rss = _process_figures(dep)
-    own = {k: v - cpu_before[0][k] for k, v in own.items()}
-    sim = {k: v - cpu_before[1][k] for k, v in sim.items()}
+    own, sim, rss = _spent(dep, cpu_before)
     phase2 = {a: max(done2[u] for u, x in actions.items() if x == a) for a in set(actions.values())}
     mutated = {a: sum(x == a for x in actions.values()) for a in set(actions.values())}
     return Result(
@@ -554,6 +552,19 @@ def _phases(
         own, sim, rss, sampler.pg_cpu_s(), sampler.pg.pg_connections,
         sampler.pg_transactions(), lat, lat.errors, create_cpu,
     )  # fmt: skip
+
+
+def _spent(
+    dep: Deployment, before: tuple[dict[str, float], dict[str, float]]
+) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+    """The CPU seconds each process (own, its sim child) spent since `before`, and the
+    peak RSS of each."""
+    own, sim, rss = _process_figures(dep)
+    return (
+        {k: v - before[0][k] for k, v in own.items()},
+        {k: v - before[1][k] for k, v in sim.items()},
+        rss,
+    )
 
 
 def _fmt_ms(values: dict[str, float], n: int) -> str:

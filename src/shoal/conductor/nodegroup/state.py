@@ -97,6 +97,8 @@ class Pass:
     kube: kubenodes.ClusterView | None = None
     kube_ops: list[kubenodes.Op] = field(default_factory=list)
     drain_timeout_s: float = 120.0
+    # The delete times (marked to gone) of the machines this pass saw go (`deleted`).
+    deletes_done: list[float] = field(default_factory=list)
     _drain_steps: dict[str, bool] = field(default_factory=dict)
     _updates: dict[int, dict[str, Any]] = field(default_factory=dict)
 
@@ -238,6 +240,7 @@ class Pass:
         if node.state is NodeState.DELETING and node.updated_at is not None:
             took = (self.now - node.updated_at).total_seconds()
             self.memory = replace(self.memory, delete_s=pacing.learned(self.memory.delete_s, took))
+            self.deletes_done.append(took)
         self.drop(node)
 
     def flush_updates(self) -> None:

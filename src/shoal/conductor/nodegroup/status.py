@@ -22,7 +22,7 @@ from shoal.db import writes
 from shoal.domain import conditions as cond
 from shoal.domain import health, node_programs, outcome
 from shoal.domain import status as st
-from shoal.domain.model import ROLE_MASTER, Condition, NodeState
+from shoal.domain.model import ROLE_MASTER, Condition, Node, NodeState
 from shoal.drivers.contract import BlockedError, BlockedKind, PermanentError, TransientError
 
 DEFAULT_CREATE_TIMEOUT_MIN = 60
@@ -265,11 +265,7 @@ def moving(
     out = []
     waiting = [n for n in nodes if n.state in (NodeState.PENDING, NodeState.BUILDING)]
     if waiting:
-        boots = [
-            (n.ready_at - n.created_at).total_seconds()
-            for n in nodes
-            if n.state is NodeState.ACTIVE and n.ready_at is not None and n.created_at is not None
-        ]
+        boots = [b for n in nodes if n.state is NodeState.ACTIVE and (b := _boot_s(n)) is not None]
         first = min((n.created_at or now) for n in waiting)
         boot = statistics.median(boots) if boots else boot_prior
         out.append(Moving((now - first).total_seconds(), boot))
@@ -281,23 +277,26 @@ def moving(
     return out
 
 
+def _boot_s(n: Node) -> float | None:
+    """How long a node took from its create to ready (None: not known)."""
+    if n.ready_at is None or n.created_at is None:
+        return None
+    return (n.ready_at - n.created_at).total_seconds()
+
+
 def finished_moves(p: Pass) -> tuple[list[float], list[float]]:
-    """What this pass saw finish: the boot times (create to ready) of the nodes that
-    became ready, and the delete times (marked to gone) of the nodes whose machines
-    went; what their provider's other groups learn from (conductor/priors.py)."""
-    before = {n.uuid: n for n in p.snap.nodes}
+    """What this pass saw finish: the boot times of the nodes that became ready, and
+    the delete times of the machines that went (`Pass.deleted`); what their provider's
+    other groups learn from (conductor/priors.py)."""
+    was_booting = {
+        n.uuid for n in p.snap.nodes if n.state in (NodeState.PENDING, NodeState.BUILDING)
+    }
     boots = [
-        (n.ready_at - n.created_at).total_seconds()
+        b
         for n in p.nodes.values()
-        if n.state is NodeState.ACTIVE and n.ready_at is not None and n.created_at is not None
-        and n.uuid in before and before[n.uuid].state in (NodeState.PENDING, NodeState.BUILDING)
-    ]  # fmt: skip
-    deletes = [
-        (p.now - n.updated_at).total_seconds()
-        for n in before.values()
-        if n.state is NodeState.DELETING and n.updated_at is not None and n.uuid not in p.nodes
+        if n.state is NodeState.ACTIVE and n.uuid in was_booting and (b := _boot_s(n)) is not None
     ]
-    return boots, deletes
+    return boots, list(p.deletes_done)
 
 
 def _events(p: Pass, new_status: str, reason: str | None, ready: int) -> None:
