@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import event, func, select
 
 from shoal.db import notify
 from shoal.db.engine import Database
@@ -170,3 +170,29 @@ def test_a_conductor_write_notifies_at_commit_only(pg_url: str) -> None:
     finally:
         listener.stop()
         db.close()
+
+
+def test_an_idle_process_looks_once_per_poll_not_once_per_worker(tmp_path: Path) -> None:
+    """Only the timekeeper looks on a timer: 8 idle workers with a 0.1 s poll read the
+    queue about once per period (the others would read it 8 times as often)."""
+    period, window = 0.1, 2.0
+    quick = {"poll_seconds": period, "sweep_seconds": 3600, "workers": 8}
+    settings = Settings.from_env({}, data_dir=tmp_path, sim=SIM, conductor_settings=quick)
+    runtime = build_runtime(settings, with_conductor=True)
+    looks: list[float] = []
+
+    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if "ORDER BY leases.expires_at" in statement:  # the look's last read (db/queue.py)
+            looks.append(time.monotonic())
+
+    event.listen(runtime.db.engine, "before_cursor_execute", count)
+    runtime.start()
+    try:
+        time.sleep(0.5)  # every worker has looked once at start and sleeps
+        t0, n0 = time.monotonic(), len(looks)
+        time.sleep(window)
+        seen, periods = len(looks) - n0, (time.monotonic() - t0) / period
+    finally:
+        runtime.close()
+    print(f"\nidle looks: {seen} in {periods:.0f} poll periods of 8 workers")
+    assert 0 < seen <= 2 * periods + 2, (seen, periods)

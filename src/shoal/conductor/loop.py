@@ -85,7 +85,8 @@ class Conductor:
         # Idle workers sleep on `_cv`; `wake()` rouses one, which rouses the next
         # whenever it finds work (a chain, not a herd of empty claims). Only the
         # idle worker with the earliest deadline (the timekeeper) sleeps until the
-        # next requeue; the others until woken or the safety-net poll.
+        # next requeue (or the safety-net poll) and looks for them all; the others
+        # until woken, or until no timekeeper is left waiting.
         self._cv = threading.Condition()
         self._woken = False
         self._keeper_at: float | None = None  # monotonic deadline of the timekeeper
@@ -256,7 +257,9 @@ class Conductor:
 
         A worker that knows the next due time (it just looked or claimed), or finds
         no timekeeper, computes its deadline; it becomes the timekeeper when its
-        deadline is the earliest. The others sleep until woken or the poll."""
+        deadline is the earliest. The others sleep until woken, or until no
+        timekeeper waits at the end of a poll period (an idle process makes one look
+        per period, not one per worker)."""
         timeout = self.poll_period()
         mine: float | None = None
         with self._cv:
@@ -283,12 +286,19 @@ class Conductor:
         if mine is None:
             timeout = self.poll_period()
         with self._cv:
-            if not self._woken and not self._stop.is_set():
+            for _ in range(1 if mine is not None else pacing.IDLE_RESLEEPS):
+                if self._woken or self._stop.is_set():
+                    break
                 self._sleeping += 1
                 try:
                     self._cv.wait(timeout)
                 finally:
                     self._sleeping -= 1
-            self._woken = False
-            if mine is not None and self._keeper_at == mine:
+                k = self._keeper_at
+                if mine is not None or k is None or k < time.monotonic() - timeout:
+                    break  # no timekeeper for a whole period: look
+            woken, self._woken = self._woken, False
+            if woken and mine is not None and self._keeper_at == mine:
+                # Called to work. A timekeeper whose time came looks and keeps time
+                # again at once: its past deadline tells the others it is on its way.
                 self._keeper_at = None

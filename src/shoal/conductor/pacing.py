@@ -91,6 +91,10 @@ LOAD_TTL_S = 0.2
 # The timekeeper of a process capped at its fair share (peers take the rest) looks again
 # every half requeue period, within the poll period, never more often than this (loop.py).
 CAPPED_LOOK_MIN_S = 0.25
+# An idle worker that does not keep the process's time, woken by nothing at the end of
+# its poll period while the timekeeper still waits, sleeps again instead of looking (the
+# timekeeper looks for them all), at most this many periods in a row (loop.py).
+IDLE_RESLEEPS = 60
 # Failing machines (domain/health.py's rules, which take them as `HEALTH`): failed boots
 # are replaced again after BOOT_RETRY_FIRST_S, doubling each round of failures, at most
 # BOOT_RETRY_MAX_S (five rounds fit in a minute); a zone that had no valid host is
