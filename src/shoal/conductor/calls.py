@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from functools import partial
 
 from shoal.conductor.context import Context, Provider
@@ -46,6 +47,7 @@ class EnsureResult:
     machine: Machine | None = None
     error: DriverError | None = None
     moves: list[tuple[str, str, str]] = field(default_factory=list)  # (from az, to az, why)
+    made_at: datetime | None = None  # when the provider took the create (the conductor's clock)
     # Not a driver error: something unexpected (a bug, a driver breaking its contract);
     # the caller fails the node's group alone (conductor/guard.py).
     crash: Exception | None = None
@@ -73,6 +75,7 @@ def _ensure(ctx: Context, item: Ensure, over: Callable[[], bool]) -> EnsureResul
             spec = result.spec
             make = partial(p.driver.ensure_machine, spec)
             result.machine = ctx.create(p, make, spec.availability_zone)
+            result.made_at = ctx.now()
             return result
         except BlockedError as exc:
             az = exc.az

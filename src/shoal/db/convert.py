@@ -243,6 +243,7 @@ def node_from_row(row: t.NodeRow | CoreRow) -> m.Node:
         ready_at=row.ready_at,
         updated_at=row.updated_at,
         revision=row.revision,
+        building_at=row.building_at,
         agent_seen_at=row.agent_seen_at,
         repair_step=row.repair_step or 0,
         repair_at=row.repair_at,

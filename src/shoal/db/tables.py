@@ -169,6 +169,8 @@ class NodeRow(Base):
     to_delete: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     ready_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    # When its provider took its create (it began to build): its boot is timed from here.
+    building_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     updated_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     revision: Mapped[str | None] = mapped_column(String(16))  # what it was made from
     agent_seen_at: Mapped[datetime | None] = mapped_column(UTCDateTime())  # last heartbeat

@@ -247,6 +247,9 @@ class Node:
     ready_at: datetime | None = None
     updated_at: datetime | None = None
     revision: str | None = None  # what it was made from (domain/revision.py)
+    # When its provider took its create, or a replacement began (it began to build):
+    # its boot is timed from here, not from a wait for the provider's rate limit.
+    building_at: datetime | None = None
     agent_seen_at: datetime | None = None  # its agent's last heartbeat
     repair_step: int = 0  # auto-repair: the last rung tried (1 reboot, 2 rebuild)
     repair_at: datetime | None = None

@@ -15,6 +15,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 # Tag keys every machine carries, so that the conductor can find (and adopt or
@@ -216,6 +217,10 @@ class Machine:
     # Its index in its provider's group, for a driver that realises whole groups (a
     # Heat member index: its name in the group's `kube_minions`, its key in `refs_map`).
     provider_index: str | None = None
+    # When it became ready, as its provider says (Nova's launched_at; None: it does not
+    # say): the conductor times its boot from its create to then, not to the listing
+    # that first saw it ready (a look's lag would add to every boot it learns).
+    ready_at: datetime | None = None
 
 
 @dataclass(frozen=True)

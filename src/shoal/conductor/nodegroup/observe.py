@@ -11,7 +11,7 @@ A failed machine is one of three things (domain/health.py decides the rules):
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from shoal.conductor import pacing
@@ -94,13 +94,13 @@ def adopt(p: Pass, uid: str, m: Machine) -> None:
         "project_id": g.project_id, "state": NodeState.BUILDING.value,
         "availability_zone": m.availability_zone, "to_delete": False, "created_at": p.now,
         "image_id": m.image_id, "flavor_id": m.flavor_id, "revision": made_from,
-        "vm_slot": None, "provider_index": None,
+        "vm_slot": None, "provider_index": None, "building_at": p.now,
     }  # fmt: skip
     p.w.inserts.append(row)
     p.nodes[uid] = Node(0, uid, m.name, g.cluster_id, g.uuid, g.project_id,
                         NodeState.BUILDING, m.availability_zone, image_id=m.image_id,
                         flavor_id=m.flavor_id, created_at=p.now,
-                        revision=made_from)  # fmt: skip
+                        revision=made_from, building_at=p.now)  # fmt: skip
     p.progress = True
     p.event(
         "MachineAdopted",
@@ -149,14 +149,29 @@ def fold(p: Pass, node: Node, m: Machine) -> None:
         _failed(p, node, m)
         return
     elif m.state is MachineState.ACTIVE and node.state is not NodeState.ACTIVE:
-        changes.update(state=NodeState.ACTIVE, ready_at=node.ready_at or p.now, reason=None)
+        changes.update(
+            state=NodeState.ACTIVE,
+            ready_at=node.ready_at or ready_time(m, node, p.now),
+            reason=None,
+        )
     elif m.state is MachineState.BUILDING and (
         node.state is NodeState.PENDING or (replaced and node.state is NodeState.ACTIVE)
     ):
-        changes["state"] = NodeState.BUILDING
+        changes.update(state=NodeState.BUILDING, building_at=p.now)
     if changes:
         p.progress = True
         p.set(node, **changes)
+
+
+def ready_time(m: Machine, node: Node, seen: datetime) -> datetime:
+    """When `node`'s machine, seen ready at `seen`, became ready: when its provider says,
+    if it says so and that lies between the node's create and `seen`; else `seen` (a
+    time outside them is another clock's)."""
+    since = node.building_at or node.created_at
+    said = m.ready_at
+    if said is None or said > seen or (since is not None and said < since):
+        return seen
+    return said
 
 
 def _deleted_outside(p: Pass, node: Node) -> None:

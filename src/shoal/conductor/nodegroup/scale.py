@@ -113,7 +113,7 @@ def add(p: Pass, count: int, live: list[Node]) -> None:
             "project_id": g.project_id, "state": NodeState.PENDING.value,
             "availability_zone": az, "to_delete": False, "created_at": p.now,
             "image_id": probe.image_id, "flavor_id": probe.flavor_id, "revision": target,
-            "vm_slot": slot, "provider_index": None,
+            "vm_slot": slot, "provider_index": None, "building_at": None,
         }  # fmt: skip
         p.w.inserts.append(row)
         p.nodes[uid] = Node(0, uid, name, g.cluster_id, g.uuid, g.project_id,

@@ -257,16 +257,19 @@ def recheck_in(pace: Pacing, p: Pass) -> float:
 def moving(
     p: Pass, boot_prior: float | None = None, delete_prior: float | None = None
 ) -> list[Moving]:
-    """How the group's machines move now: the oldest booting one since its create
-    and the boot time learned from its ready nodes (the median); the oldest being
+    """How the group's machines move now: the oldest booting one since its provider
+    took its create and the boot time learned from its ready nodes (the median, each
+    from its create to when its provider says it was ready); the oldest being
     deleted since it was marked, and the delete time the group remembers. A group
     that has learned neither yet expects its provider's (`boot_prior`, `delete_prior`)."""
     nodes, now = p.nodes.values(), p.now
     out = []
-    waiting = [n for n in nodes if n.state in (NodeState.PENDING, NodeState.BUILDING)]
-    if waiting:
-        boots = [b for n in nodes if n.state is NodeState.ACTIVE and (b := _boot_s(n)) is not None]
-        first = min((n.created_at or now) for n in waiting)
+    booting = [n for n in nodes if n.state is NodeState.BUILDING]
+    if booting:
+        boots = [
+            b for n in nodes if n.state is NodeState.ACTIVE and (b := boot_time(n)) is not None
+        ]
+        first = min((n.building_at or n.created_at or now) for n in booting)
         boot = statistics.median(boots) if boots else boot_prior
         out.append(Moving((now - first).total_seconds(), boot))
     deleting = [n for n in nodes if n.state is NodeState.DELETING]
@@ -277,11 +280,13 @@ def moving(
     return out
 
 
-def _boot_s(n: Node) -> float | None:
-    """How long a node took from its create to ready (None: not known)."""
-    if n.ready_at is None or n.created_at is None:
-        return None
-    return (n.ready_at - n.created_at).total_seconds()
+def boot_time(n: Node) -> float | None:
+    """How long a node took from its create to ready (None: not known): from when its
+    provider took the create, not from a wait for the provider's rate limit before."""
+    since = n.building_at or n.created_at
+    if n.ready_at is None or since is None or n.ready_at < since:
+        return None  # not ready, or its machine replaced since it was (Heat's repair)
+    return (n.ready_at - since).total_seconds()
 
 
 def finished_moves(p: Pass) -> tuple[list[float], list[float]]:
@@ -294,7 +299,7 @@ def finished_moves(p: Pass) -> tuple[list[float], list[float]]:
     boots = [
         b
         for n in p.nodes.values()
-        if n.state is NodeState.ACTIVE and n.uuid in was_booting and (b := _boot_s(n)) is not None
+        if n.state is NodeState.ACTIVE and n.uuid in was_booting and (b := boot_time(n)) is not None
     ]
     return boots, list(p.deletes_done)
 

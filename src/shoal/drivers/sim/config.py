@@ -90,6 +90,10 @@ class SimConfig:
         """Simulated seconds at real time `wall`."""
         return self.anchor_sim + (wall - self.anchor_wall) * self.time_scale
 
+    def wall_at(self, sim: float) -> float:
+        """The real time (seconds since the epoch) of simulated time `sim`."""
+        return self.anchor_wall + (sim - self.anchor_sim) / self.time_scale
+
     def real_seconds(self, sim_seconds: float) -> float:
         """How long `sim_seconds` of simulated time lasts in real time."""
         return sim_seconds / self.time_scale

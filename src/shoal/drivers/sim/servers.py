@@ -8,7 +8,7 @@ derived whenever someone looks. That keeps the sim cheap and deterministic.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +34,7 @@ class SimServer:
     created_at: float  # simulated seconds since the epoch
     fault: str | None = None
     project: str = ""
+    ready_wall: float | None = None  # real seconds since the epoch it became ready at
 
     def as_machine(self) -> contract.Machine:
         return contract.Machine(
@@ -48,6 +49,11 @@ class SimServer:
             image_id=self.image,
             flavor_id=self.flavor,
             fault_kind=contract.fault_kind_of(self.fault),
+            ready_at=(
+                dt.datetime.fromtimestamp(self.ready_wall, dt.UTC)
+                if self.ready_wall is not None
+                else None
+            ),
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -85,8 +91,11 @@ ROW = (
 )  # fmt: skip
 
 
-def view(row: Sequence[Any], now: float) -> SimServer | None:
-    """The SimServer for a stored row (columns in world._ROW order) at `now`; None once gone."""
+def view(
+    row: Sequence[Any], now: float, wall_at: Callable[[float], float] | None = None
+) -> SimServer | None:
+    """The SimServer for a stored row (columns in world._ROW order) at `now`; None once gone.
+    `wall_at`: simulated to real time, to say when a ready server became ready."""
     (seq, mid, name, project, cluster, nodegroup, node, role, flavor, image, az, _vcpus, _ram,
      created, ready, up, fault, deleting, gone, _failures) = row  # fmt: skip
     if deleting is not None:
@@ -116,6 +125,7 @@ def view(row: Sequence[Any], now: float) -> SimServer | None:
         created_at=created,
         fault=fault if error else None,
         project=project,
+        ready_wall=wall_at(ready) if wall_at is not None and state is MachineState.ACTIVE else None,
     )
 
 

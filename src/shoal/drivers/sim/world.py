@@ -194,7 +194,7 @@ class SimWorld(AdminOps, VmOps):
                 raise err
         out = []
         for row in rows:
-            s = view(row, now)
+            s = view(row, now, snap.config.wall_at)
             if s is not None and all(s.tags.get(k) == v for k, v in extra.items()):
                 out.append(s)
         return out
