@@ -115,6 +115,12 @@ class Claims:
         """Whether this worker has leases to release (its next claim writes anyway)."""
         return bool(getattr(self._local, "release", None))
 
+    def queued(self, kind: str) -> bool:
+        """Whether batches of `kind` this process claimed wait for a worker (a look does
+        not see them: they are leased, so not free)."""
+        with self._lock:
+            return bool(self._queued[kind])
+
     def look(self) -> queue.Look:
         """What may be claimed now and next: one read for every kind of work."""
         return queue.look(self.db, self._now())

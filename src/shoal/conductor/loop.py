@@ -224,7 +224,9 @@ class Conductor:
                     if look is None and not self.claims.releasing():
                         look = self.claims.look()  # one read for every kind
                     if look is not None and not look.due(kind.name):
-                        continue
+                        if not self.claims.queued(kind.name):
+                            continue
+                        look = None  # claimed here for the idle workers: take one
                     # After a pass (leases to release), the claim writes anyway: no look.
                     take = self.claims.claim_fair(kind, looked=look is not None)
                     if take.capped_for is not None:

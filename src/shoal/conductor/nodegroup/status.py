@@ -258,18 +258,19 @@ def moving(
     p: Pass, boot_prior: float | None = None, delete_prior: float | None = None
 ) -> list[Moving]:
     """How the group's machines move now: the oldest booting one since its provider
-    took its create and the boot time learned from its ready nodes (the median, each
-    from its create to when its provider says it was ready); the oldest being
+    took its create (one still waiting for its create: since its row was written) and
+    the boot time learned from its ready nodes (the median, each from its create to
+    when its provider says it was ready); the oldest being
     deleted since it was marked, and the delete time the group remembers. A group
     that has learned neither yet expects its provider's (`boot_prior`, `delete_prior`)."""
     nodes, now = p.nodes.values(), p.now
     out = []
-    booting = [n for n in nodes if n.state is NodeState.BUILDING]
-    if booting:
+    waiting = [n for n in nodes if n.state in (NodeState.PENDING, NodeState.BUILDING)]
+    if waiting:
         boots = [
             b for n in nodes if n.state is NodeState.ACTIVE and (b := boot_time(n)) is not None
         ]
-        first = min((n.building_at or n.created_at or now) for n in booting)
+        first = min((n.building_at or n.created_at or now) for n in waiting)
         boot = statistics.median(boots) if boots else boot_prior
         out.append(Moving((now - first).total_seconds(), boot))
     deleting = [n for n in nodes if n.state is NodeState.DELETING]
