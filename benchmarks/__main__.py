@@ -95,7 +95,7 @@ def plan(quick: bool, fleet_plan: fleet.Plan) -> dict[str, Callable[[], list[Row
 # 1.50 in two runs). At quick sizes these rows are information, not failures.
 QUICK_INFORMATION = {"latency", "many"}
 FULL_RUN_NOTE = (
-    "the full run (./run bench) takes about 15 minutes on 2 idle cores: the scale scenarios "
+    "the full run (./run bench) takes 10-15 minutes on 2 idle cores: the scale scenarios "
     "about 4, shoal on Nova about 10; the full fleet (./run bench fleet) runs only when named "
     "(docs/benchmarks.md)"
 )
