@@ -29,7 +29,6 @@ from shoal.drivers.contract import (
     Feature,
     GroupDriver,
     GroupRequest,
-    MachineState,
 )
 
 
@@ -155,12 +154,7 @@ def _answered(p: Pass, r: calls.EnsureResult) -> None:
             node=node.uuid,
         )
     if r.machine is not None:
-        fold(p, node, r.machine)
-        node = p.nodes[node.uuid]
-        if r.machine.state is MachineState.BUILDING and node.state is NodeState.PENDING:
-            node = p.set(node, state=NodeState.BUILDING, building_at=p.now)
-        if node.state is NodeState.BUILDING and r.made_at is not None:
-            p.set(node, building_at=r.made_at)  # its boot starts with the create, not the pass
+        fold(p, node, r.machine, r.made_at)
         p.progress = True
     elif isinstance(r.error, CreateRefused):  # the provider's pace: not a failure
         p.defer_until(p.now + timedelta(seconds=r.error.retry_after or 0.0))

@@ -111,10 +111,12 @@ def adopt(p: Pass, uid: str, m: Machine) -> None:
     )
 
 
-def fold(p: Pass, node: Node, m: Machine) -> None:
+def fold(p: Pass, node: Node, m: Machine, made_at: datetime | None = None) -> None:
     """One node row against its machine. A machine whose provider id changed under a
     node that had one was replaced in the provider behind shoal's back (Heat replacing a
-    member marked unhealthy): the node follows it, booting again until it is up."""
+    member marked unhealthy): the node follows it, booting again until it is up.
+    `made_at`: this pass's create of the machine was taken then (its boot starts there,
+    not at the pass's start)."""
     changes: dict[str, Any] = {}
     replaced = bool(node.provider_id and m.provider_id and m.provider_id != node.provider_id)
     if m.availability_zone and m.availability_zone != node.availability_zone:
@@ -157,7 +159,9 @@ def fold(p: Pass, node: Node, m: Machine) -> None:
     elif m.state is MachineState.BUILDING and (
         node.state is NodeState.PENDING or (replaced and node.state is NodeState.ACTIVE)
     ):
-        changes.update(state=NodeState.BUILDING, building_at=p.now)
+        changes.update(state=NodeState.BUILDING, building_at=made_at or p.now)
+    elif m.state is MachineState.BUILDING and made_at is not None:
+        changes["building_at"] = made_at  # made again by this pass
     if changes:
         p.progress = True
         p.set(node, **changes)
