@@ -31,14 +31,24 @@ class LiveServer:
         from shoal.api.app import create_app
 
         self.runtime = runtime
-        self.port = port
+        # Bound here and handed to uvicorn (port 0: the kernel's choice), so no other
+        # process can take the port between choosing it and serving on it.
+        self._sock = socket.socket()
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind(("127.0.0.1", port))
+        self.port = port = int(self._sock.getsockname()[1])
         self.url = f"http://127.0.0.1:{port}"
         self.v1 = f"{self.url}/v1"
         # The configuration `shoal serve` uses (h11, header bound), on 127.0.0.1.
         config = serving.config(create_app(runtime), runtime.settings, port=port)
         config.host = "127.0.0.1"
         self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, name="live-server", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.run,
+            kwargs={"sockets": [self._sock]},
+            name="live-server",
+            daemon=True,
+        )
 
     def start(self) -> None:
         self._thread.start()
@@ -51,6 +61,7 @@ class LiveServer:
     def stop(self) -> None:
         self._server.should_exit = True
         self._thread.join(timeout=20)
+        self._sock.close()
 
     def token(self, project: str = "default", role: str = "admin") -> str:
         """A token of this server's own (auth mode local) for `project` and `role`, issued
@@ -67,7 +78,7 @@ class LiveServer:
 def live_server(settings: Settings) -> Iterator[LiveServer]:
     """Build a runtime from `settings`, serve it, and tear everything down."""
     runtime = build_runtime(settings)
-    server = LiveServer(runtime, settings.port or free_port())
+    server = LiveServer(runtime, settings.port or 0)
     try:
         server.start()
         yield server
